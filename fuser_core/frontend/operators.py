@@ -1,0 +1,402 @@
+"""`fd.ops`: nvFuser's op names and argument forms, turned into IR by fuser_core.ops.
+
+Arguments may be Tensor/Scalar handles, Python numbers (which become constants),
+and lists of ints or Scalars (or a Vector) for shapes. Both `dims=` and the older
+`axes=` are accepted by reductions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from fuser_core.errors import FuserError
+from fuser_core.frontend.call_site import constant, dtype_arg, int_arg, user_call
+from fuser_core.frontend.handles import Scalar, Tensor, Vector
+from fuser_core.ir.base import Val
+from fuser_core.ir.dtype import DataType
+from fuser_core.ir.op_types import BinaryOpType, UnaryOpType
+from fuser_core.ir.scalar import Scalar as IrScalar
+from fuser_core.ir.tensor_exprs import MatmulOp
+from fuser_core.ir.tensor_view import TensorDomain, TensorView
+from fuser_core.ops import arith, creation, reductions, resize
+from fuser_core.ops import shape as shape_ops
+from fuser_core.ops.utils import broadcast as broadcast_tv
+from fuser_core.ops.utils import new_output_id, normalize_axis, tv_name
+
+if TYPE_CHECKING:
+    from fuser_core.frontend.fusion_definition import FusionDefinition
+
+UNARY_OPS: dict[str, UnaryOpType] = {
+    "abs": UnaryOpType.Abs, "neg": UnaryOpType.Neg, "exp": UnaryOpType.Exp, "exp2": UnaryOpType.Exp2,
+    "expm1": UnaryOpType.Expm1, "log": UnaryOpType.Log, "log2": UnaryOpType.Log2,
+    "log10": UnaryOpType.Log10, "log1p": UnaryOpType.Log1p, "sin": UnaryOpType.Sin,
+    "cos": UnaryOpType.Cos, "tan": UnaryOpType.Tan, "asin": UnaryOpType.Asin,
+    "acos": UnaryOpType.Acos, "atan": UnaryOpType.Atan, "sinh": UnaryOpType.Sinh,
+    "cosh": UnaryOpType.Cosh, "tanh": UnaryOpType.Tanh, "sigmoid": UnaryOpType.Sigmoid,
+    "silu": UnaryOpType.Silu, "relu": UnaryOpType.Relu, "sqrt": UnaryOpType.Sqrt,
+    "rsqrt": UnaryOpType.Rsqrt, "reciprocal": UnaryOpType.Reciprocal, "erf": UnaryOpType.Erf,
+    "erfc": UnaryOpType.Erfc, "lgamma": UnaryOpType.Lgamma, "floor": UnaryOpType.Floor,
+    "ceil": UnaryOpType.Ceil, "round": UnaryOpType.Round, "trunc": UnaryOpType.Trunc,
+    "sign": UnaryOpType.Sign, "isnan": UnaryOpType.IsNan, "isinf": UnaryOpType.IsInf,
+    "isfinite": UnaryOpType.IsFinite, "logical_not": UnaryOpType.LogicalNot,
+    "bitwise_not": UnaryOpType.BitwiseNot,
+}  # fmt: skip
+
+BINARY_OPS: dict[str, BinaryOpType] = {
+    "add": BinaryOpType.Add, "sub": BinaryOpType.Sub, "mul": BinaryOpType.Mul,
+    "div": BinaryOpType.Div, "mod": BinaryOpType.Mod, "fmod": BinaryOpType.Fmod,
+    "remainder": BinaryOpType.Remainder, "pow": BinaryOpType.Pow, "atan2": BinaryOpType.Atan2,
+    "maximum": BinaryOpType.Max, "minimum": BinaryOpType.Min, "eq": BinaryOpType.Eq,
+    "ne": BinaryOpType.NE, "lt": BinaryOpType.LT, "le": BinaryOpType.LE, "gt": BinaryOpType.GT,
+    "ge": BinaryOpType.GE, "logical_and": BinaryOpType.LogicalAnd,
+    "logical_or": BinaryOpType.LogicalOr, "bitwise_and": BinaryOpType.BitwiseAnd,
+    "bitwise_or": BinaryOpType.BitwiseOr, "bitwise_xor": BinaryOpType.BitwiseXor,
+}  # fmt: skip
+
+# nvFuser ops this project does not compile or evaluate yet: a clear error, not a crash.
+UNSUPPORTED_OPS = frozenset(
+    """
+    sdpfa_fwd sdpfa_bwd embedding_fwd index_select select gather take_along_axis scatter
+    index_put_accumulate uniform normal rand_like randn_like topk argsort welford batch_norm
+    cumsum triu scaled_mm grouped_mm add_alpha sub_alpha addcmul nextafter gcd erfinv erfcinv
+    frac real imag signbit bitwise_left_shift bitwise_right_shift logical_right_shift isneginf
+    isposinf isreal stride_order reduction_op
+    """.split()  # noqa: SIM905
+)
+
+REDUCTIONS = {
+    "sum": BinaryOpType.Add,
+    "prod": BinaryOpType.Mul,
+    "max": BinaryOpType.Max,
+    "min": BinaryOpType.Min,
+}
+
+
+class Operators:
+    """The `fd.ops` namespace."""
+
+    def __init__(self, fd: FusionDefinition) -> None:
+        self.fd = fd
+
+    # -- argument conversion ----------------------------------------------------------
+    def _val(self, x: Any, op: str, arg: str = "arg") -> Val:
+        if isinstance(x, Tensor):
+            return x.tv
+        if isinstance(x, Scalar):
+            return x.val
+        if isinstance(x, (bool, int, float, complex)) or type(x).__module__ == "numpy":
+            return constant(x, None, op)
+        raise FuserError(f"{arg} must be a tensor or a scalar, got {type(x).__name__} {x!r}", op=op)
+
+    def _tensor(self, x: Any, op: str, arg: str = "arg") -> TensorView:
+        if not isinstance(x, Tensor):
+            raise FuserError(f"{arg} must be a tensor, got {type(x).__name__} {x!r}", op=op)
+        return x.tv
+
+    def _scalar(self, x: Any, op: str, dtype: DataType | None = None) -> IrScalar:
+        if isinstance(x, Scalar):
+            return x.val
+        if isinstance(x, Tensor):
+            raise FuserError(f"expected a scalar, got tensor T{x.tv.name}", op=op)
+        return constant(x, dtype, op)
+
+    def _shape(self, x: Any, op: str, arg: str = "shape") -> list[IrScalar]:
+        if isinstance(x, Vector):
+            return list(x.vals)
+        if isinstance(x, (list, tuple)):
+            return [self._scalar(v, op, DataType.Int if isinstance(v, int) else None) for v in x]
+        raise FuserError(f"{arg} must be a list of ints or scalars, got {type(x).__name__}", op=op)
+
+    def _ints(self, x: Any, op: str, arg: str) -> list[int]:
+        if isinstance(x, int) and not isinstance(x, bool):
+            return [x]
+        if not isinstance(x, (list, tuple)):
+            raise FuserError(f"{arg} must be a list of ints, got {x!r}", op=op)
+        return [int_arg(v, op, arg) for v in x]
+
+    def _wrap(self, value: Val) -> Tensor | Scalar:
+        if isinstance(value, TensorView):
+            return Tensor(self.fd, value)
+        return Scalar(self.fd, value)  # type: ignore[arg-type]
+
+    # -- element-wise -----------------------------------------------------------------
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name in UNARY_OPS:
+            return _unary_method(self, name)
+        if name in BINARY_OPS:
+            return _binary_method(self, name)
+        if name in UNSUPPORTED_OPS:
+            return _unsupported_method(self, name)
+        raise AttributeError(f"fd.ops has no op {name!r}")
+
+    @user_call("truediv")
+    def truediv(self, arg1: Any, arg2: Any) -> Tensor | Scalar:
+        a, b = self._val(arg1, "truediv", "arg1"), self._val(arg2, "truediv", "arg2")
+        return self._wrap(arith.binary(BinaryOpType.Div, a, b, promotion="float"))
+
+    @user_call("cast")
+    def cast(self, arg: Any, dtype: DataType) -> Tensor | Scalar:
+        return self._wrap(arith.cast(self._val(arg, "cast"), dtype_arg(dtype, "cast")))
+
+    @user_call("where")
+    def where(self, pred: Any, arg1: Any, arg2: Any) -> Tensor | Scalar:
+        vals = [self._val(v, "where", n) for v, n in ((pred, "pred"), (arg1, "arg1"), (arg2, "arg2"))]
+        return self._wrap(arith.where(*vals))
+
+    @user_call("lerp")
+    def lerp(self, start: Any, end: Any, weight: Any) -> Tensor | Scalar:
+        return self._wrap(arith.lerp(*(self._val(v, "lerp") for v in (start, end, weight))))
+
+    @user_call("clamp")
+    def clamp(self, arg: Any, min: Any, max: Any) -> Tensor | Scalar:
+        return self._wrap(arith.clamp(*(self._val(v, "clamp") for v in (arg, min, max))))
+
+    @user_call("threshold")
+    def threshold(self, arg: Any, threshold: Any, value: Any) -> Tensor | Scalar:
+        return self._wrap(arith.threshold(*(self._val(v, "threshold") for v in (arg, threshold, value))))
+
+    @user_call("set")
+    def set(self, arg: Any) -> Tensor:
+        return Tensor(self.fd, arith.set_(self._tensor(arg, "set")))
+
+    @user_call("segment_set")
+    def segment_set(self, arg: Any) -> Tensor:
+        return Tensor(self.fd, arith.set_(self._tensor(arg, "segment_set"), "SegmenterSet"))
+
+    # -- reductions -------------------------------------------------------------------
+    def _reduction_args(
+        self, op: str, tv: TensorView, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[list[int], bool, DataType]:
+        """(dims, keepdim, dtype) from `(arg, dims, keepdim, dtype)`, `(arg, dtype)`,
+        `dims=`/`axes=`/`dim=` keywords; no dims means all axes."""
+        args = list(args)  # type: ignore[assignment]
+        if args and isinstance(args[0], DataType):
+            kwargs.setdefault("dtype", args.pop(0))  # type: ignore[attr-defined]
+        names = ["dims", "keepdim", "dtype"]
+        for name, value in zip(names, args, strict=False):
+            if name in kwargs:
+                raise FuserError(f"{name} given twice", op=op)
+            kwargs[name] = value
+        dims = None
+        for key in ("dims", "axes", "dim"):
+            if key in kwargs:
+                if dims is not None:
+                    raise FuserError("give only one of dims=, axes=, dim=", op=op)
+                dims = self._ints(kwargs.pop(key), op, key)
+        unknown = set(kwargs) - {"keepdim", "dtype", "correction"}
+        if unknown:
+            raise FuserError(f"unexpected argument(s) {sorted(unknown)}", op=op)
+        dtype = dtype_arg(kwargs.get("dtype", DataType.Null), op)
+        keepdim = bool(kwargs.get("keepdim", False))
+        return (list(range(tv.ndim)) if dims is None else dims), keepdim, dtype
+
+    def _reduce(self, op: str, arg: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor:
+        tv = self._tensor(arg, op)
+        dims, keepdim, dtype = self._reduction_args(op, tv, args, kwargs)
+        return Tensor(self.fd, reductions.reduction(REDUCTIONS[op], tv, dims, keepdim, dtype, op_name=op))
+
+    @user_call("sum")
+    def sum(self, arg: Any, *args: Any, **kwargs: Any) -> Tensor:
+        return self._reduce("sum", arg, args, kwargs)
+
+    @user_call("prod")
+    def prod(self, arg: Any, *args: Any, **kwargs: Any) -> Tensor:
+        return self._reduce("prod", arg, args, kwargs)
+
+    @user_call("max")
+    def max(self, arg: Any, *args: Any, **kwargs: Any) -> Tensor:
+        return self._reduce("max", arg, args, kwargs)
+
+    @user_call("min")
+    def min(self, arg: Any, *args: Any, **kwargs: Any) -> Tensor:
+        return self._reduce("min", arg, args, kwargs)
+
+    def _variance_args(
+        self, op: str, arg: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[TensorView, list[int], int, bool]:
+        tv = self._tensor(arg, op)
+        names = ["dims", "correction", "keepdim"]
+        for name, value in zip(names, args, strict=False):
+            kwargs[name] = value
+        dims_arg = next((kwargs.pop(k) for k in ("dims", "axes", "dim") if k in kwargs), None)
+        dims = list(range(tv.ndim)) if dims_arg is None else self._ints(dims_arg, op, "dims")
+        correction = int_arg(kwargs.pop("correction", 1), op, "correction")
+        keepdim = bool(kwargs.pop("keepdim", False))
+        if kwargs:
+            raise FuserError(f"unexpected argument(s) {sorted(kwargs)}", op=op)
+        return tv, dims, correction, keepdim
+
+    @user_call("var")
+    def var(self, arg: Any, *args: Any, **kwargs: Any) -> Tensor:
+        tv, dims, correction, keepdim = self._variance_args("var", arg, args, kwargs)
+        return Tensor(self.fd, reductions.var(tv, dims, correction, keepdim))
+
+    @user_call("var_mean")
+    def var_mean(self, arg: Any, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+        tv, dims, correction, keepdim = self._variance_args("var_mean", arg, args, kwargs)
+        variance, mean = reductions.var_mean(tv, dims, correction, keepdim)
+        return Tensor(self.fd, variance), Tensor(self.fd, mean)
+
+    # -- shapes -----------------------------------------------------------------------
+    @user_call("broadcast_in_dim")
+    def broadcast_in_dim(self, arg: Any, shape: Any, broadcast_dims: Any) -> Tensor:
+        tv = self._tensor(arg, "broadcast_in_dim")
+        sizes = self._shape(shape, "broadcast_in_dim")
+        dims = self._ints(broadcast_dims, "broadcast_in_dim", "broadcast_dims")
+        return Tensor(self.fd, shape_ops.broadcast_in_dim(tv, sizes, dims))
+
+    @user_call("broadcast")
+    def broadcast(self, arg: Any, is_broadcast_dim: Sequence[bool]) -> Tensor:
+        tv = self._tensor(arg, "broadcast")
+        flags = [bool(f) for f in is_broadcast_dim]
+        if len(flags) - sum(flags) != tv.ndim:
+            raise FuserError(
+                f"is_broadcast_dim {flags} must have one False per axis of {tv_name(tv)} ({tv.ndim})",
+                op="broadcast",
+                tensor=tv_name(tv),
+            )
+        return Tensor(self.fd, broadcast_tv(tv, flags))
+
+    @user_call("squeeze")
+    def squeeze(self, arg: Any, dims: Any, squeeze_expanded: bool = False) -> Tensor:
+        tv = self._tensor(arg, "squeeze")
+        return Tensor(self.fd, shape_ops.squeeze(tv, self._ints(dims, "squeeze", "dims"), squeeze_expanded))
+
+    @user_call("permute")
+    def permute(self, arg: Any, dims: Any) -> Tensor:
+        tv = self._tensor(arg, "permute")
+        return Tensor(self.fd, shape_ops.permute(tv, self._ints(dims, "permute", "dims")))
+
+    @user_call("expand")
+    def expand(self, arg: Any, shape: Any) -> Tensor:
+        tv = self._tensor(arg, "expand")
+        return Tensor(self.fd, shape_ops.expand(tv, self._shape(shape, "expand")))
+
+    @user_call("reshape")
+    def reshape(self, arg: Any, new_shape: Any, *rest: Any) -> Tensor:
+        tv = self._tensor(arg, "reshape")
+        if rest:  # the old form reshape(arg, original_shape, new_shape)
+            new_shape = rest[0]
+        return Tensor(self.fd, shape_ops.reshape(tv, self._shape(new_shape, "reshape", "new_shape")))
+
+    view = reshape
+
+    @user_call("pad")
+    def pad(self, arg: Any, pad_widths: Any, value: Any = None) -> Tensor:
+        tv = self._tensor(arg, "pad")
+        widths = self._shape(pad_widths, "pad", "pad_widths")
+        fill = None if value is None else self._scalar(value, "pad")
+        return Tensor(self.fd, resize.pad(tv, widths, fill))
+
+    @user_call("slice")
+    def slice(
+        self,
+        arg: Any,
+        start_indices: Any,
+        end_indices: Any,
+        strides: Any = None,
+        manual_normalization: bool = False,
+    ) -> Tensor:
+        tv = self._tensor(arg, "slice")
+        starts = self._shape(start_indices, "slice", "start_indices")
+        stops = self._shape(end_indices, "slice", "end_indices")
+        steps = None if strides is None else self._shape(strides, "slice", "strides")
+        return Tensor(self.fd, resize.slice_(tv, starts, stops, steps, manual_normalization))
+
+    @user_call("cat")
+    def cat(self, tensors: Sequence[Any], dim: int = 0, manual_padding: bool = False) -> Tensor:
+        tvs = [self._tensor(t, "cat", "tensors") for t in tensors]
+        return Tensor(self.fd, resize.cat(tvs, int_arg(dim, "cat", "dim"), manual_padding))
+
+    # -- sizes ------------------------------------------------------------------------
+    @user_call("size")
+    def size(self, arg: Any, dim: int) -> Scalar:
+        tv = self._tensor(arg, "size")
+        pos = _normalize(dim, tv, "size")
+        return Scalar(self.fd, tv.logical_no_reductions()[pos].maybe_expanded_extent)
+
+    @user_call("shape")
+    def shape(self, arg: Any) -> Vector:
+        tv = self._tensor(arg, "shape")
+        return Vector(self.fd, [d.maybe_expanded_extent for d in tv.logical_no_reductions()])
+
+    @user_call("tensor_sizes")
+    def tensor_sizes(self, arg: Any) -> list[Scalar]:
+        tv = self._tensor(arg, "tensor_sizes")
+        return [Scalar(self.fd, d.maybe_expanded_extent) for d in tv.logical_no_reductions()]
+
+    # -- factories --------------------------------------------------------------------
+    @user_call("full")
+    def full(self, shape: Any, fill_value: Any, dtype: DataType) -> Tensor:
+        dt = dtype_arg(dtype, "full")
+        sizes = self._shape(shape, "full")
+        return Tensor(self.fd, creation.full(sizes, self._scalar(fill_value, "full"), dt))
+
+    @user_call("iota")
+    def iota(self, length: Any, start: Any = None, step: Any = None, dtype: DataType = DataType.Int) -> Tensor:
+        dt = dtype_arg(dtype, "iota")
+        n = self._scalar(length, "iota")
+        first = None if start is None else self._scalar(start, "iota")
+        stride = None if step is None else self._scalar(step, "iota")
+        return Tensor(self.fd, creation.iota(n, first, stride, dt))
+
+    # -- ops kept whole ---------------------------------------------------------------
+    @user_call("matmul")
+    def matmul(self, arg1: Any, arg2: Any) -> Tensor:
+        a, b = self._tensor(arg1, "matmul", "arg1"), self._tensor(arg2, "matmul", "arg2")
+        return Tensor(self.fd, _matmul("matmul", a, b, None))
+
+    @user_call("linear")
+    def linear(self, arg1: Any, arg2: Any, bias: Any = None) -> Tensor:
+        a, b = self._tensor(arg1, "linear", "arg1"), self._tensor(arg2, "linear", "arg2")
+        c = None if bias is None else self._tensor(bias, "linear", "bias")
+        return Tensor(self.fd, _matmul("linear", a, b, c))
+
+
+def _normalize(dim: int, tv: TensorView, op: str) -> int:
+    return normalize_axis(int_arg(dim, op, "dim"), tv.ndim, op, tv)
+
+
+def _unary_method(ops: Operators, name: str) -> Callable[..., Any]:
+    @user_call(name)
+    def apply(self: Operators, arg: Any) -> Tensor | Scalar:
+        return self._wrap(arith.unary(UNARY_OPS[name], self._val(arg, name)))
+
+    return apply.__get__(ops)
+
+
+def _binary_method(ops: Operators, name: str) -> Callable[..., Any]:
+    @user_call(name)
+    def apply(self: Operators, arg1: Any, arg2: Any) -> Tensor | Scalar:
+        a, b = self._val(arg1, name, "arg1"), self._val(arg2, name, "arg2")
+        return self._wrap(arith.binary(BINARY_OPS[name], a, b))
+
+    return apply.__get__(ops)
+
+
+def _unsupported_method(ops: Operators, name: str) -> Callable[..., Any]:
+    @user_call(name)
+    def apply(self: Operators, *args: Any, **kwargs: Any) -> Any:
+        raise FuserError("is not supported by fuser-workbench yet", op=name)
+
+    return apply.__get__(ops)
+
+
+def _matmul(kind: str, a: TensorView, b: TensorView, bias: TensorView | None) -> TensorView:
+    """Output shape of matmul/linear, as torch defines them."""
+    if a.ndim == 0 or b.ndim == 0:
+        raise FuserError("operands must have at least one axis", op=kind)
+    a_ids, b_ids = a.logical_no_reductions(), b.logical_no_reductions()
+    if kind == "linear":
+        if b.ndim not in (1, 2):
+            raise FuserError(f"weight {tv_name(b)} must be 1-D or 2-D, got {b.ndim}-D", op=kind)
+        out_ids = a_ids[:-1] + (b_ids[:1] if b.ndim == 2 else [])
+    else:
+        batch = a_ids[:-2] if len(a_ids) >= len(b_ids) else b_ids[:-2]
+        rows = a_ids[-2:-1] if a.ndim >= 2 else []
+        cols = b_ids[-1:] if b.ndim >= 2 else []
+        out_ids = batch + rows + cols
+    out = TensorView(TensorDomain([new_output_id([d]) for d in out_ids]), a.dtype)
+    MatmulOp(kind, out, [a, b] + ([bias] if bias is not None else []))
+    return out

@@ -1,0 +1,160 @@
+"""The Fusion: a container of IR statements with inputs, outputs and the math between.
+
+It numbers what it holds, orders its expressions, and clones itself with names
+intact, so a concretized or scheduled copy prints with the same names as the
+original.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from fuser_core.errors import InternalError
+from fuser_core.ir.base import Expr, Statement, Val, fusion_guard
+from fuser_core.ir.dtype import DataType
+from fuser_core.ir.scalar import Scalar
+from fuser_core.ir.tensor_view import MemoryType, TensorView
+
+
+class Fusion:
+    def __init__(self) -> None:
+        self.inputs: list[Val] = []
+        self.outputs: list[Val] = []
+        # A user's `add_output(tv, stride_order=...)`: a requirement, unlike inferred
+        # allocation domains, which are hints a scheduler may drop.
+        self.output_stride_order: dict[TensorView, list[int]] = {}
+        self._statements: list[Statement] = []
+        self._counters = {"tv": 0, "id": 0, "scalar": 0, "expr": 0, "td": 0}
+        self._zero: Scalar | None = None
+        self._one: Scalar | None = None
+
+    # -- construction ----------------------------------------------------------------
+    def guard(self) -> Any:
+        """`with fusion.guard():` makes new IR statements belong to this fusion."""
+        return fusion_guard(self)
+
+    def register_statement(self, stmt: Statement, category: str) -> int:
+        name = self._counters[category]
+        self._counters[category] = name + 1
+        self._statements.append(stmt)
+        return name
+
+    def zero_val(self) -> Scalar:
+        """The shared Index constant 0, created on first use (it takes the next name)."""
+        if self._zero is None:
+            with self.guard():
+                self._zero = Scalar(DataType.Index, 0)
+        return self._zero
+
+    def one_val(self) -> Scalar:
+        if self._one is None:
+            with self.guard():
+                self._one = Scalar(DataType.Index, 1)
+        return self._one
+
+    def add_input(self, val: Val) -> None:
+        if val.definition is not None:
+            raise InternalError(f"{val} has a definition and cannot be a fusion input")
+        if isinstance(val, TensorView):
+            val.memory_type = MemoryType.Global
+        self.inputs.append(val)
+
+    def add_output(self, val: Val) -> None:
+        if isinstance(val, TensorView):
+            val.memory_type = MemoryType.Global
+        self.outputs.append(val)
+
+    # -- traversal -------------------------------------------------------------------
+    def exprs(self) -> list[Expr]:
+        """Expressions reaching an output, producers first (depth first from outputs)."""
+        return [s for s in self._walk_from_outputs() if isinstance(s, Expr)]
+
+    def used_vals(self) -> list[Val]:
+        """Values reaching an output, in the same order as `exprs` visits them."""
+        return [s for s in self._walk_from_outputs() if isinstance(s, Val)]
+
+    def used_tensors(self) -> list[TensorView]:
+        return [v for v in self.used_vals() if isinstance(v, TensorView)]
+
+    def _walk_from_outputs(self) -> Iterator[Statement]:
+        done: set[int] = set()
+        for out in self.outputs:
+            stack: list[tuple[Val, bool]] = [(out, False)]
+            while stack:
+                val, expanded = stack.pop()
+                if id(val) in done:
+                    continue
+                expr = val.definition
+                if expanded or expr is None:
+                    done.add(id(val))
+                    if expr is not None and id(expr) not in done:
+                        done.add(id(expr))
+                        yield expr
+                    yield val
+                    continue
+                stack.append((val, True))
+                stack.extend((inp, False) for inp in reversed(expr.inputs) if id(inp) not in done)
+
+    def statements(self) -> list[Statement]:
+        return list(self._statements)
+
+    def tensors(self) -> list[TensorView]:
+        return [s for s in self._statements if isinstance(s, TensorView)]
+
+    # -- mutation --------------------------------------------------------------------
+    def replace_val(self, old: Val, new: Val) -> None:
+        """Make every use of `old` (and the output list) refer to `new`."""
+        for expr in list(old.uses):
+            expr.replace_input(old, new)
+        self.outputs = [new if o is old else o for o in self.outputs]
+        if isinstance(old, TensorView) and old in self.output_stride_order:
+            self.output_stride_order[new] = self.output_stride_order.pop(old)  # type: ignore[index]
+        if isinstance(new, TensorView) and new in self.outputs:
+            new.memory_type = MemoryType.Global
+
+    def remove_expr(self, expr: Expr) -> None:
+        for inp in expr.inputs:
+            if expr in inp.uses:
+                inp.uses.remove(expr)
+        for out in expr.outputs:
+            if out.definition is expr:
+                out.definition = None
+
+    # -- cloning ---------------------------------------------------------------------
+    def clone(self) -> tuple[Fusion, dict[int, Any]]:
+        """A deep copy with the same names and counters; returns it and a map from
+        `id(original statement)` to its copy."""
+        new = Fusion()
+        mapping: dict[int, Any] = {}
+        for stmt in self._statements:
+            mapping[id(stmt)] = object.__new__(type(stmt))
+        for stmt in self._statements:
+            copy = mapping[id(stmt)]
+            for key, value in vars(stmt).items():
+                setattr(copy, key, _remap(value, mapping, self, new))
+        new._statements = [mapping[id(s)] for s in self._statements]
+        new._counters = dict(self._counters)
+        new.inputs = [mapping[id(v)] for v in self.inputs]
+        new.outputs = [mapping[id(v)] for v in self.outputs]
+        new.output_stride_order = {mapping[id(tv)]: list(order) for tv, order in self.output_stride_order.items()}
+        new._zero = mapping[id(self._zero)] if self._zero is not None else None
+        new._one = mapping[id(self._one)] if self._one is not None else None
+        return new, mapping
+
+
+def _remap(value: Any, mapping: dict[int, Any], old: Fusion, new: Fusion) -> Any:
+    if isinstance(value, Statement):
+        try:
+            return mapping[id(value)]
+        except KeyError:
+            raise InternalError(f"{value!r} is not part of the fusion being cloned") from None
+    if value is old:
+        return new
+    if isinstance(value, list):
+        return [_remap(v, mapping, old, new) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_remap(v, mapping, old, new) for v in value)
+    if isinstance(value, dict):
+        return {_remap(k, mapping, old, new): _remap(v, mapping, old, new) for k, v in value.items()}
+    return value

@@ -1,0 +1,189 @@
+"""Element-wise op kinds, each with its rule: how it prints, how types promote, and
+what it computes on NumPy arrays (the reference semantics).
+
+One table entry per op, so a new op is one line here plus a frontend name; a
+missing rule fails loudly with the op's name. Codegen adds its CUDA spelling to
+these same entries.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# How operand types are promoted before the op (nvFuser's TypePromotion configs):
+#   "default"    common type of the operands; half types compute in float
+#   "float"      as default, and integers or bools become float
+#   "float_only" as default, but the result must be float or double
+#   "comparison" as default, and the output is Bool
+#   "none"       the operand keeps its type (relu, floor, ...)
+#   "bool"       the operand is cast to Bool (logical ops)
+#   "integral"   integers or bools only (bitwise ops)
+Promotion = str
+
+
+@dataclass(frozen=True)
+class OpRule:
+    name: str  # printed name, also the frontend name unless given elsewhere
+    numpy: Callable[..., Any]
+    promotion: Promotion = "default"
+    inline: str | None = None  # C operator printed infix/prefix, if any
+    float_suffix: bool = False  # printed with an `f` when the output is Float
+    bool_output: bool = False
+
+
+def _c_int_div(a: Any, b: Any) -> Any:
+    """C division: integers truncate toward zero, floats divide."""
+    if _is_integral(a) and _is_integral(b):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = np.floor_divide(a, b)
+            r = np.remainder(a, b)
+            fix = (r != 0) & ((np.asarray(a) < 0) != (np.asarray(b) < 0))
+        return q + fix
+    return np.true_divide(a, b)
+
+
+def _c_mod(a: Any, b: Any) -> Any:
+    """C `%`: the remainder takes the sign of the dividend."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.fmod(a, b)
+
+
+def _ceil_div(a: Any, b: Any) -> Any:
+    return -_c_int_div(-np.asarray(a), b) if _is_integral(a) else np.ceil(np.true_divide(a, b))
+
+
+def _pow(a: Any, b: Any) -> Any:
+    if _is_integral(a) and _is_integral(b) and np.any(np.asarray(b) < 0):
+        return np.trunc(np.power(np.asarray(a, dtype=np.float64), b)).astype(np.int64)
+    return np.power(a, b)
+
+
+def _is_integral(x: Any) -> bool:
+    if isinstance(x, bool):
+        return False
+    if isinstance(x, int):
+        return True
+    return bool(np.issubdtype(np.asarray(x).dtype, np.integer))
+
+
+def _sigmoid(x: Any) -> Any:
+    return 1 / (1 + np.exp(-x))
+
+
+def _lerp(start: Any, end: Any, weight: Any) -> Any:
+    # The two-sided form nvFuser's runtime uses, exact at both ends.
+    diff = np.subtract(end, start)
+    return np.where(np.less(weight, 0.5), start + weight * diff, end - diff * (1 - np.asarray(weight)))
+
+
+def _exact(fn: Callable[[float], float]) -> Callable[[Any], Any]:
+    """Element-wise math-module function: exact, and slow; used where NumPy has none."""
+    vectorized = np.frompyfunc(fn, 1, 1)
+
+    def apply(x: Any) -> Any:
+        arr = np.asarray(x)
+        out = vectorized(arr.astype(np.float64))
+        return np.asarray(out, dtype=np.float64).astype(arr.dtype if arr.dtype.kind == "f" else np.float64)
+
+    return apply
+
+
+class UnaryOpType(enum.Enum):
+    Abs = OpRule("abs", np.abs, "none")
+    Neg = OpRule("neg", np.negative, "default", inline="-")
+    Exp = OpRule("exp", np.exp, "float", float_suffix=True)
+    Exp2 = OpRule("exp2", np.exp2, "float", float_suffix=True)
+    Expm1 = OpRule("expm1", np.expm1, "float", float_suffix=True)
+    Log = OpRule("log", np.log, "float", float_suffix=True)
+    Log2 = OpRule("log2", np.log2, "float", float_suffix=True)
+    Log10 = OpRule("log10", np.log10, "float", float_suffix=True)
+    Log1p = OpRule("log1p", np.log1p, "float", float_suffix=True)
+    Sin = OpRule("sin", np.sin, "float", float_suffix=True)
+    Cos = OpRule("cos", np.cos, "float", float_suffix=True)
+    Tan = OpRule("tan", np.tan, "float", float_suffix=True)
+    Asin = OpRule("asin", np.arcsin, "float", float_suffix=True)
+    Acos = OpRule("acos", np.arccos, "float", float_suffix=True)
+    Atan = OpRule("atan", np.arctan, "float", float_suffix=True)
+    Sinh = OpRule("sinh", np.sinh, "float", float_suffix=True)
+    Cosh = OpRule("cosh", np.cosh, "float", float_suffix=True)
+    Tanh = OpRule("tanh", np.tanh, "float", float_suffix=True)
+    Sigmoid = OpRule("sigmoid", _sigmoid, "float")
+    Silu = OpRule("silu", lambda x: x * _sigmoid(x), "none")
+    Relu = OpRule("relu", lambda x: np.maximum(x, np.zeros((), np.asarray(x).dtype)), "none")
+    Sqrt = OpRule("sqrt", np.sqrt, "float", float_suffix=True)
+    Rsqrt = OpRule("rsqrt", lambda x: 1 / np.sqrt(x), "float", float_suffix=True)
+    Reciprocal = OpRule("reciprocal", lambda x: 1 / np.asarray(x), "float")
+    Erf = OpRule("erf", _exact(math.erf), "float", float_suffix=True)
+    Erfc = OpRule("erfc", _exact(math.erfc), "float", float_suffix=True)
+    Lgamma = OpRule("lgamma", _exact(math.lgamma), "float", float_suffix=True)
+    Floor = OpRule("floor", np.floor, "none", float_suffix=True)
+    Ceil = OpRule("ceil", np.ceil, "none", float_suffix=True)
+    Round = OpRule("nearbyint", np.rint, "none", float_suffix=True)
+    Trunc = OpRule("trunc", np.trunc, "none", float_suffix=True)
+    Sign = OpRule("sign", np.sign, "none")
+    IsNan = OpRule("isnan", np.isnan, "none", bool_output=True)
+    IsInf = OpRule("isinf", np.isinf, "none", bool_output=True)
+    IsFinite = OpRule("isfinite", np.isfinite, "none", bool_output=True)
+    LogicalNot = OpRule("logical_not", np.logical_not, "bool", inline="!")
+    BitwiseNot = OpRule("bitwise_not", np.invert, "integral", inline="~")
+    Cast = OpRule("cast", lambda x: x, "none")
+
+    @property
+    def rule(self) -> OpRule:
+        return self.value
+
+
+class BinaryOpType(enum.Enum):
+    Add = OpRule("add", np.add, inline="+")
+    Sub = OpRule("sub", np.subtract, inline="-")
+    Mul = OpRule("mul", np.multiply, inline="*")
+    Div = OpRule("div", _c_int_div, inline="/", float_suffix=True)
+    Mod = OpRule("mod", _c_mod, inline="%")
+    Fmod = OpRule("fmod", _c_mod, float_suffix=True)
+    Remainder = OpRule("remainder", np.remainder)
+    CeilDiv = OpRule("ceilDiv", _ceil_div)
+    Pow = OpRule("pow", _pow)
+    Atan2 = OpRule("atan2", np.arctan2, "float", float_suffix=True)
+    Max = OpRule("fmax", np.maximum)
+    Min = OpRule("fmin", np.minimum)
+    Eq = OpRule("equal", np.equal, "comparison", inline="==", bool_output=True)
+    NE = OpRule("notEqual", np.not_equal, "comparison", inline="!=", bool_output=True)
+    LT = OpRule("lessThan", np.less, "comparison", inline="<", bool_output=True)
+    LE = OpRule("lessThanOrEqual", np.less_equal, "comparison", inline="<=", bool_output=True)
+    GT = OpRule("greaterThan", np.greater, "comparison", inline=">", bool_output=True)
+    GE = OpRule("greaterThanOrEqual", np.greater_equal, "comparison", inline=">=", bool_output=True)
+    LogicalAnd = OpRule("logical_and", np.logical_and, "bool", inline="&&")
+    LogicalOr = OpRule("logical_or", np.logical_or, "bool", inline="||")
+    BitwiseAnd = OpRule("bitwise_and", np.bitwise_and, "integral", inline="&")
+    BitwiseOr = OpRule("bitwise_or", np.bitwise_or, "integral", inline="|")
+    BitwiseXor = OpRule("bitwise_xor", np.bitwise_xor, "integral", inline="^")
+
+    @property
+    def rule(self) -> OpRule:
+        return self.value
+
+
+class TernaryOpType(enum.Enum):
+    Where = OpRule("where", lambda c, a, b: np.where(c, a, b))
+    Lerp = OpRule("lerp", _lerp)
+    Clamp = OpRule("clamp", lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi))
+    Threshold = OpRule("threshold", lambda x, t, v: np.where(np.less_equal(x, t), v, x))
+
+    @property
+    def rule(self) -> OpRule:
+        return self.value
+
+
+# Reductions are binary ops folded over axes: the NumPy reducer and identity of each.
+REDUCTION_NUMPY: dict[BinaryOpType, Callable[..., Any]] = {
+    BinaryOpType.Add: np.sum,
+    BinaryOpType.Mul: np.prod,
+    BinaryOpType.Max: np.max,
+    BinaryOpType.Min: np.min,
+}

@@ -1,0 +1,173 @@
+"""Element-wise ops on tensors and scalars, with nvFuser's type promotion.
+
+Operands are promoted to a common type (half types compute in float), the casts
+this needs become explicit `UnaryOp` casts in the IR, and lower-rank tensors gain
+leading broadcast axes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fuser_core.errors import FuserError
+from fuser_core.ir import scalar_math as sm
+from fuser_core.ir.base import Val
+from fuser_core.ir.dtype import DataType, promote_type
+from fuser_core.ir.elementwise import BinaryOp, TernaryOp, UnaryOp
+from fuser_core.ir.op_types import BinaryOpType, TernaryOpType, UnaryOpType
+from fuser_core.ir.scalar import Scalar
+from fuser_core.ir.tensor_exprs import LoadStoreOp
+from fuser_core.ir.tensor_view import TensorView
+from fuser_core.ops.utils import maybe_broadcast, new_like, new_output_tv, tv_name
+
+
+def _is_tensor(v: Val) -> bool:
+    return isinstance(v, TensorView)
+
+
+def _combine(higher: DataType, lower: DataType) -> DataType:
+    """Merge the type of a higher-priority operand group with a lower one."""
+    if higher.is_complex:
+        return higher
+    if lower.is_complex:
+        return DataType.ComplexDouble if higher == DataType.Double else lower
+    if higher.is_floating:
+        return higher
+    if higher == DataType.Bool or lower.is_floating:
+        return promote_type(higher, lower)
+    return higher if higher != DataType.Null else lower
+
+
+def common_type(operands: Sequence[Val], promotion: str, *, half_to_float: bool = True) -> DataType:
+    """nvFuser's `computeTypes`: tensors of rank > 0 decide first, then 0-D tensors,
+    then scalars (a Double scalar does not promote a Float tensor)."""
+    dtypes = [v.dtype for v in operands]
+    common = dtypes[0]
+    if any(d != common for d in dtypes):
+        dim, zero, wrapped = DataType.Null, DataType.Null, DataType.Null
+        for v in operands:
+            if isinstance(v, TensorView):
+                if v.ndim > 0:
+                    dim = promote_type(dim, v.dtype)
+                else:
+                    zero = promote_type(zero, v.dtype)
+            else:
+                wrapped = promote_type(wrapped, DataType.Float if v.dtype.is_reduced_float else v.dtype)
+        common = _combine(dim, _combine(zero, wrapped))
+    if promotion == "float" and (common.is_integral or common.is_boolean):
+        common = DataType.Float
+    if half_to_float and common.is_reduced_float:
+        common = DataType.Float
+    return common
+
+
+def cast(value: Val, dtype: DataType, op: str = "cast") -> Val:
+    """An explicit conversion; a tensor cast to its own type becomes a copy."""
+    if isinstance(value, Scalar):
+        return sm.cast(dtype, value)
+    tv: TensorView = value  # type: ignore[assignment]
+    out = new_like(tv, dtype)
+    if tv.dtype == dtype:
+        LoadStoreOp(out, tv)
+    else:
+        UnaryOp(UnaryOpType.Cast, out, tv)
+    return out
+
+
+def _promote_operand(value: Val, dtype: DataType) -> Val:
+    """Cast to `dtype`, except scalars already of its category (nvFuser's optionalCast)."""
+    if value.dtype == dtype:
+        return value
+    if isinstance(value, Scalar):
+        same_kind = (
+            (dtype.is_floating and value.dtype.is_floating)
+            or (dtype.is_integral and value.dtype.is_integral)
+            or (dtype.is_complex and value.dtype.is_complex)
+        )
+        return value if same_kind else sm.cast(dtype, value)
+    return cast(value, dtype)
+
+
+def unary(op: UnaryOpType, value: Val) -> Val:
+    rule = op.rule
+    name = rule.name
+    if rule.promotion == "bool":
+        value = cast(value, DataType.Bool, name) if value.dtype != DataType.Bool else value
+    elif rule.promotion == "integral":
+        if value.dtype.is_boolean:
+            return unary(UnaryOpType.LogicalNot, value)
+        if not value.dtype.is_integral:
+            raise FuserError(f"needs an integer or bool operand, got {value.dtype!r}", op=name, tensor=tv_name(value))
+    elif rule.promotion != "none":
+        value = _promote_operand(value, common_type([value], rule.promotion))
+    out_dtype = DataType.Bool if rule.bool_output else value.dtype
+    if isinstance(value, Scalar):
+        return sm.unary(op, value)
+    out = new_like(value, out_dtype)  # type: ignore[arg-type]
+    UnaryOp(op, out, value)
+    return out
+
+
+def binary(op: BinaryOpType, lhs: Val, rhs: Val, promotion: str | None = None) -> Val:
+    """`promotion` overrides the op's own rule (truediv is Div with "float")."""
+    rule = op.rule
+    promotion = promotion or rule.promotion
+    if promotion == "bool":
+        lhs, rhs = (cast(v, DataType.Bool) if v.dtype != DataType.Bool else v for v in (lhs, rhs))
+        dtype = DataType.Bool
+    else:
+        dtype = common_type([lhs, rhs], promotion)
+        if promotion == "integral" and not (dtype.is_integral or dtype.is_boolean):
+            raise FuserError(f"needs integer or bool operands, got {lhs.dtype!r} and {rhs.dtype!r}", op=rule.name)
+        lhs, rhs = _promote_operand(lhs, dtype), _promote_operand(rhs, dtype)
+    out_dtype = DataType.Bool if rule.bool_output else dtype
+    if not (_is_tensor(lhs) or _is_tensor(rhs)):
+        return sm.binary(op, lhs, rhs)  # type: ignore[arg-type]
+    lhs, rhs = maybe_broadcast([lhs, rhs])
+    out = new_output_tv([lhs, rhs], out_dtype, rule.name)
+    BinaryOp(op, out, lhs, rhs)
+    return out
+
+
+def _ternary(op: TernaryOpType, a: Val, b: Val, c: Val, out_dtype: DataType) -> Val:
+    vals = maybe_broadcast([a, b, c])
+    if not any(_is_tensor(v) for v in vals):
+        out: Val = Scalar(out_dtype)
+    else:
+        out = new_output_tv(vals, out_dtype, op.rule.name)
+    TernaryOp(op, out, *vals)
+    return out
+
+
+def where(cond: Val, a: Val, b: Val) -> Val:
+    if cond.dtype != DataType.Bool:
+        raise FuserError(f"the condition must be Bool, got {cond.dtype!r}", op="where", tensor=tv_name(cond))
+    if isinstance(cond, Scalar) and cond.is_const and not (_is_tensor(a) or _is_tensor(b)):
+        return sm.where(cond, a, b)  # type: ignore[arg-type]
+    dtype = common_type([a, b], "default", half_to_float=False)
+    return _ternary(TernaryOpType.Where, cond, _promote_operand(a, dtype), _promote_operand(b, dtype), dtype)
+
+
+def lerp(start: Val, end: Val, weight: Val) -> Val:
+    dtype = common_type([start, end, weight], "default")
+    vals = [_promote_operand(v, dtype) for v in (start, end, weight)]
+    return _ternary(TernaryOpType.Lerp, *vals, promote_type(vals[0].dtype, vals[1].dtype))
+
+
+def clamp(value: Val, low: Val, high: Val) -> Val:
+    for bound, arg in ((low, "min"), (high, "max")):
+        if not isinstance(bound, Scalar):
+            raise FuserError(f"{arg} must be a scalar", op="clamp", tensor=tv_name(value))
+    low, high = (_promote_operand(v, value.dtype) for v in (low, high))
+    return _ternary(TernaryOpType.Clamp, value, low, high, value.dtype)
+
+
+def threshold(value: Val, thresh: Val, replacement: Val) -> Val:
+    thresh, replacement = (_promote_operand(v, value.dtype) for v in (thresh, replacement))
+    return _ternary(TernaryOpType.Threshold, value, thresh, replacement, value.dtype)
+
+
+def set_(tv: TensorView, op_type: str = "Set") -> TensorView:
+    out = new_like(tv, tv.dtype)
+    LoadStoreOp(out, tv, op_type)
+    return out

@@ -1,0 +1,123 @@
+"""Helpers shared by the op builders: output domains, axis checks, error messages."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fuser_core.errors import FuserError
+from fuser_core.ir.base import Val
+from fuser_core.ir.dtype import DataType
+from fuser_core.ir.iter_domain import IterDomain, IterType
+from fuser_core.ir.scalar import Scalar
+from fuser_core.ir.tensor_exprs import BroadcastOp
+from fuser_core.ir.tensor_view import TensorDomain, TensorView
+
+
+def tv_name(tv: Val) -> str:
+    return f"T{tv.name}" if isinstance(tv, TensorView) else str(tv)
+
+
+def normalize_axis(axis: int, ndim: int, op: str, tv: TensorView, arg: str = "dim") -> int:
+    """`axis` in [-ndim, ndim), as a non-negative position; a FuserError otherwise."""
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise FuserError(f"{arg} must be an int, got {axis!r}", op=op, tensor=tv_name(tv))
+    if not -ndim <= axis < max(ndim, 1):
+        valid = f"{-ndim}..{ndim - 1}" if ndim else "none (0-D tensor)"
+        raise FuserError(
+            f"{arg} {axis} is out of range for {ndim}-D tensor {tv_name(tv)} (valid: {valid})",
+            op=op,
+            tensor=tv_name(tv),
+        )
+    return axis % ndim if ndim else 0
+
+
+def normalize_axes(axes: Sequence[int], ndim: int, op: str, tv: TensorView, arg: str = "dims") -> list[int]:
+    result = [normalize_axis(a, ndim, op, tv, arg) for a in axes]
+    if len(set(result)) != len(result):
+        raise FuserError(f"{arg} {list(axes)} names an axis twice", op=op, tensor=tv_name(tv))
+    return sorted(result)
+
+
+def require_tensor(value: Val, op: str, arg: str = "arg") -> TensorView:
+    if not isinstance(value, TensorView):
+        raise FuserError(f"{arg} must be a tensor, got scalar {value}", op=op)
+    return value
+
+
+def broadcast_to_rank(tv: TensorView, rank: int) -> TensorView:
+    """Prepend broadcast axes so `tv` has `rank` axes (NumPy's implicit broadcasting)."""
+    missing = rank - tv.ndim
+    if missing <= 0:
+        return tv
+    return broadcast(tv, [True] * missing + [False] * tv.ndim)
+
+
+def broadcast(tv: TensorView, flags: Sequence[bool]) -> TensorView:
+    """Insert broadcast axes where `flags` is True (flags cover the output axes)."""
+    inputs = iter(tv.logical_no_reductions())
+    out_ids = []
+    for flag in flags:
+        if flag:
+            out_ids.append(IterDomain(tv.fusion.one_val(), iter_type=IterType.Broadcast))
+        else:
+            out_ids.append(next(inputs).clone_with(is_rfactor_product=False))
+    out = TensorView(TensorDomain(out_ids), tv.dtype)
+    BroadcastOp(out, tv, flags)
+    return out
+
+
+def maybe_broadcast(vals: Sequence[Val]) -> list[Val]:
+    rank = max((v.ndim for v in vals if isinstance(v, TensorView)), default=0)
+    return [broadcast_to_rank(v, rank) if isinstance(v, TensorView) else v for v in vals]
+
+
+def _prefer_extent(ids: list[IterDomain]) -> Scalar:
+    concrete = [i for i in ids if not i.is_symbolic] or ids
+    for i in concrete:
+        if i.extent.is_const:
+            return i.extent
+    return concrete[0].extent
+
+
+def new_output_id(ids: Sequence[IterDomain]) -> IterDomain:
+    """The output axis of an element-wise op whose operands have axes `ids`."""
+    data = [i for i in ids if not i.is_broadcast]
+    if not data:
+        expanded = next((i.expanded_extent for i in ids if i.expanded_extent is not None), None)
+        return IterDomain(ids[0].fusion.one_val(), iter_type=IterType.Broadcast, expanded_extent=expanded)
+    iter_type = IterType.Iteration if any(i.is_iteration for i in data) else IterType.Symbolic
+    return IterDomain(_prefer_extent(data), iter_type=iter_type)
+
+
+def check_compatible_sizes(tvs: Sequence[TensorView], op: str) -> None:
+    """Static sizes that disagree on an axis where neither is a broadcast."""
+    rank = tvs[0].ndim
+    for pos in range(rank):
+        seen: tuple[TensorView, int] | None = None
+        for tv in tvs:
+            dim = tv.logical_no_reductions()[pos]
+            if dim.is_broadcast or not dim.extent.is_const:
+                continue
+            size = int(dim.extent.value)  # type: ignore[arg-type]
+            if seen is not None and seen[1] != size:
+                raise FuserError(
+                    f"axis {pos} has size {seen[1]} in {tv_name(seen[0])} but {size} in {tv_name(tv)}",
+                    op=op,
+                    tensor=tv_name(tv),
+                )
+            seen = seen or (tv, size)
+
+
+def new_output_tv(vals: Sequence[Val], dtype: DataType, op: str) -> TensorView:
+    tvs = [v for v in vals if isinstance(v, TensorView)]
+    ranks = {tv.ndim for tv in tvs}
+    if len(ranks) != 1:
+        raise FuserError(f"operands have ranks {sorted(ranks)} after broadcasting", op=op)
+    check_compatible_sizes(tvs, op)
+    ids = [new_output_id([tv.logical_no_reductions()[pos] for tv in tvs]) for pos in range(tvs[0].ndim)]
+    return TensorView(TensorDomain(ids), dtype)
+
+
+def new_like(tv: TensorView, dtype: DataType) -> TensorView:
+    ids = [new_output_id([i]) for i in tv.logical_no_reductions()]
+    return TensorView(TensorDomain(ids), dtype)

@@ -1,0 +1,175 @@
+"""Dump, enable and disable options, as nvFuser's NVFUSER_DUMP/ENABLE/DISABLE.
+
+Set them with the environment (`FUSER_DUMP=cache_events,fusion_ir_concretized`;
+the `NVFUSER_` names work too, so habits carry over), with `with options(...)`, or
+per call: `fd.execute(inputs, _disable_options=["concretize_resize_extents"])`.
+An unknown name is an error listing the valid ones.
+
+Dumps are written to a sink (stdout by default) that the TUI and tests can swap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import enum
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from fuser_core.errors import FuserError
+
+
+class DumpOption(enum.Enum):
+    fusion_ir_original = "the fusion as defined, before concretization"
+    fusion_ir_concretized = "the concretization info and the concretized fusion with its transforms"
+    fusion_ir_math = "the math of the fusion that runs (concretized)"
+    fusion_ir = "the fusion that runs, with the TransformPrinter block"
+    fusion_args = "the inputs of each execution: shapes, strides, dtypes, scalar values"
+    cache_events = "one line per execution: cache hit or miss, at which level and why"
+
+
+class EnableOption(enum.Enum):
+    # No enable options are implemented yet; nvFuser's names are rejected rather than ignored.
+    pass
+
+
+class DisableOption(enum.Enum):
+    concretize_resize_extents = "keep pad/slice/cat extents symbolic; concretize only their IterType (nvFuser PR #2835)"
+
+
+_ENV = {
+    DumpOption: ("FUSER_DUMP", "NVFUSER_DUMP"),
+    EnableOption: ("FUSER_ENABLE", "NVFUSER_ENABLE"),
+    DisableOption: ("FUSER_DISABLE", "NVFUSER_DISABLE"),
+}
+
+
+def _split(text: str) -> list[str]:
+    """`a,b(x,y),c` -> ["a", "b(x,y)", "c"]: commas inside parentheses belong to args."""
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def parse_names(kind: type[enum.Enum], names: Iterable[str] | str, source: str) -> frozenset:  # type: ignore[type-arg]
+    if isinstance(names, str):
+        names = _split(names)
+    result = set()
+    for raw in names:
+        name = raw.split("(", 1)[0].strip() if isinstance(raw, str) else raw
+        if isinstance(name, kind):
+            result.add(name)
+            continue
+        if name not in kind.__members__:
+            valid = ", ".join(kind.__members__) or "(none yet)"
+            raise FuserError(f"unknown {kind.__name__} {name!r} in {source}; valid: {valid}")
+        result.add(kind[name])
+    return frozenset(result)
+
+
+@dataclass(frozen=True)
+class Options:
+    dump: frozenset[DumpOption] = field(default_factory=frozenset)
+    enable: frozenset[EnableOption] = field(default_factory=frozenset)
+    disable: frozenset[DisableOption] = field(default_factory=frozenset)
+
+    def dumps(self, option: DumpOption) -> bool:
+        return option in self.dump
+
+    def is_disabled(self, option: DisableOption) -> bool:
+        return option in self.disable
+
+    def is_enabled(self, option: EnableOption) -> bool:
+        return option in self.enable
+
+    def merged(
+        self,
+        dump: Iterable[str] | str = (),
+        enable: Iterable[str] | str = (),
+        disable: Iterable[str] | str = (),
+        source: str = "options",
+    ) -> Options:
+        return Options(
+            self.dump | parse_names(DumpOption, dump, source),
+            self.enable | parse_names(EnableOption, enable, source),
+            self.disable | parse_names(DisableOption, disable, source),
+        )
+
+
+def options_from_env(env: Mapping[str, str] | None = None) -> Options:
+    env = os.environ if env is None else env
+    found: dict[type, frozenset] = {}  # type: ignore[type-arg]
+    for kind, names in _ENV.items():
+        values: frozenset = frozenset()  # type: ignore[type-arg]
+        for var in names:
+            if env.get(var):
+                values |= parse_names(kind, env[var], var)
+        found[kind] = values
+    return Options(found[DumpOption], found[EnableOption], found[DisableOption])
+
+
+_override: contextvars.ContextVar[Options | None] = contextvars.ContextVar("fuser_options", default=None)
+_env_cache: dict[tuple[str, ...], Options] = {}
+
+
+def current_options() -> Options:
+    """Options in effect: those of the innermost `options(...)` block, else the environment."""
+    override = _override.get()
+    if override is not None:
+        return override
+    key = tuple(os.environ.get(v, "") for names in _ENV.values() for v in names)
+    if key not in _env_cache:
+        _env_cache[key] = options_from_env()
+    return _env_cache[key]
+
+
+@contextlib.contextmanager
+def options(
+    dump: Iterable[str] | str = (),
+    enable: Iterable[str] | str = (),
+    disable: Iterable[str] | str = (),
+) -> Iterator[Options]:
+    """Add options for the duration of a `with` block."""
+    merged = current_options().merged(dump, enable, disable)
+    token = _override.set(merged)
+    try:
+        yield merged
+    finally:
+        _override.reset(token)
+
+
+DumpSink = Callable[[DumpOption, str], None]
+
+
+def _stdout_sink(option: DumpOption, text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
+_sink: contextvars.ContextVar[DumpSink] = contextvars.ContextVar("fuser_dump_sink", default=_stdout_sink)
+
+
+@contextlib.contextmanager
+def dump_sink(sink: DumpSink) -> Iterator[None]:
+    """Send dumps to `sink(option, text)` instead of stdout inside the block."""
+    token = _sink.set(sink)
+    try:
+        yield
+    finally:
+        _sink.reset(token)
+
+
+def emit_dump(opts: Options, option: DumpOption, make_text: Callable[[], str]) -> None:
+    """Write a dump if `option` is on; the text is only built when it is."""
+    if opts.dumps(option):
+        _sink.get()(option, make_text())

@@ -1,0 +1,180 @@
+"""Execution arguments: converting user inputs and checking them against the fusion.
+
+Inputs may be NumPy arrays, Python or NumPy scalars, and torch or CuPy arrays when
+those are installed (recognised by type, never imported here). Tensors are copied
+to host NumPy arrays for the reference backend; their original strides are kept
+for the cache key. A wrong input count, dtype or rank, or a size that contradicts a
+static or broadcast axis, or strides that contradict the declared contiguity, is a
+FuserError naming the input.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fuser_core.errors import FuserError
+from fuser_core.ir.base import Val
+from fuser_core.ir.dtype import DataType, dtype_from_framework
+from fuser_core.ir.evaluator import ExpressionEvaluator
+from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.scalar import Scalar, normalize_value
+from fuser_core.ir.tensor_view import TensorView
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A tensor input: its host data plus the layout it arrived with."""
+
+    array: np.ndarray
+    dtype: DataType
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # in elements, as the caller's array had them
+    origin: str  # "numpy", "torch" or "cupy"
+
+
+def _input_label(index: int, val: Val) -> str:
+    return f"input {index} ({_short_name(val)})"
+
+
+def to_tensor_arg(value: Any) -> TensorArg | None:
+    try:
+        return _to_tensor_arg(value)
+    except ValueError as err:
+        raise FuserError(str(err)) from None
+
+
+def _to_tensor_arg(value: Any) -> TensorArg | None:
+    module = type(value).__module__.split(".")[0]
+    if module == "torch":
+        return _from_torch(value)
+    if module == "cupy":
+        strides = tuple(s // value.itemsize for s in value.strides)
+        host = value.get()
+        return TensorArg(host, dtype_from_framework(host), tuple(host.shape), strides, "cupy")
+    if isinstance(value, np.ndarray):
+        strides = tuple(s // value.itemsize if value.itemsize else 0 for s in value.strides)
+        return TensorArg(value, dtype_from_framework(value), tuple(value.shape), strides, "numpy")
+    return None
+
+
+def _from_torch(tensor: Any) -> TensorArg:
+    torch = sys.modules["torch"]  # the caller's torch tensor means torch is imported
+    dtype = dtype_from_framework(tensor)
+    host = tensor.detach().to("cpu")
+    strides = tuple(host.stride())
+    if dtype.is_reduced_float:  # NumPy has no bf16/fp8: reinterpret the bits
+        bits = torch.int16 if dtype.itemsize == 2 else torch.uint8
+        array = host.view(bits).numpy().view(dtype.numpy)
+    else:
+        array = host.numpy()
+    return TensorArg(array, dtype, tuple(host.shape), strides, "torch")
+
+
+def _to_scalar(value: Any) -> Any | None:
+    if isinstance(value, (bool, int, float, complex, np.generic)):
+        return value.item() if isinstance(value, np.generic) else value
+    if type(value).__module__.split(".")[0] == "torch" and getattr(value, "ndim", None) == 0:
+        return value.item()
+    return None
+
+
+def convert_inputs(fusion: Fusion, inputs: Sequence[Any]) -> list[Any]:
+    """One TensorArg or Python scalar per fusion input, checked against its definition."""
+    expected = fusion.inputs
+    if len(inputs) != len(expected):
+        names = ", ".join(_short_name(v) for v in expected)
+        raise FuserError(f"expected {len(expected)} inputs ({names}), got {len(inputs)}")
+    args: list[Any] = []
+    for index, (val, value) in enumerate(zip(expected, inputs, strict=True)):
+        if isinstance(val, TensorView):
+            arg = to_tensor_arg(value)
+            if arg is None:
+                raise FuserError(f"{_input_label(index, val)} must be a tensor, got {type(value).__name__}")
+            _check_tensor_type(index, val, arg)
+            args.append(arg)
+        else:
+            args.append(_check_scalar(index, val, value))  # type: ignore[arg-type]
+    return args
+
+
+def bind_args(fusion: Fusion, args: Sequence[Any]) -> ExpressionEvaluator:
+    """An evaluator with every input, extent and scalar of `fusion` bound to `args`."""
+    ev = ExpressionEvaluator()
+    for index, (val, arg) in enumerate(zip(fusion.inputs, args, strict=True)):
+        if isinstance(val, TensorView):
+            _bind_sizes(index, val, arg, ev)
+            ev.bind(val, arg.array)
+        else:
+            ev.bind(val, arg)
+    return ev
+
+
+def bind_inputs(fusion: Fusion, inputs: Sequence[Any]) -> tuple[list[Any], ExpressionEvaluator]:
+    args = convert_inputs(fusion, inputs)
+    return args, bind_args(fusion, args)
+
+
+def _short_name(val: Val) -> str:
+    return f"T{val.name}" if isinstance(val, TensorView) else str(val)
+
+
+def _check_scalar(index: int, val: Scalar, value: Any) -> Any:
+    plain = _to_scalar(value)
+    label = _input_label(index, val)
+    if plain is None:
+        raise FuserError(f"{label} must be a scalar ({val.dtype!r}), got {type(value).__name__}")
+    kind_ok = (
+        (val.dtype.is_boolean and isinstance(plain, bool))
+        or (val.dtype.is_integral and isinstance(plain, int) and not isinstance(plain, bool))
+        or (val.dtype.is_floating and isinstance(plain, (int, float)) and not isinstance(plain, bool))
+        or (val.dtype.is_complex and isinstance(plain, (int, float, complex)) and not isinstance(plain, bool))
+    )
+    if not kind_ok:
+        raise FuserError(f"{label} is defined as {val.dtype!r} but got {type(plain).__name__} {plain!r}")
+    return normalize_value(plain, val.dtype)
+
+
+def _check_tensor_type(index: int, tv: TensorView, arg: TensorArg) -> None:
+    label = _input_label(index, tv)
+    if arg.dtype != tv.dtype:
+        raise FuserError(f"{label} has dtype {arg.dtype!r} but the fusion defines it as {tv.dtype!r}")
+    rank = tv.ndim
+    if len(arg.shape) != rank:
+        raise FuserError(f"{label} has {len(arg.shape)} dimensions {list(arg.shape)} but the fusion defines {rank}")
+    _check_contiguity(label, tv, arg)
+
+
+def _bind_sizes(index: int, tv: TensorView, arg: TensorArg, ev: ExpressionEvaluator) -> None:
+    label = _input_label(index, tv)
+    for axis, (dim, size) in enumerate(zip(tv.logical_no_reductions(), arg.shape, strict=True)):
+        if dim.is_broadcast and dim.expanded_extent is None and size != 1:
+            raise FuserError(f"{label} axis {axis} has size {size} but the fusion defines it as a broadcast (size 1)")
+        target = dim.maybe_expanded_extent
+        if not ev.bind_or_check(target, size):
+            raise FuserError(f"{label} axis {axis} has size {size} but the fusion fixes it to {ev.evaluate(target)}")
+
+
+def _check_contiguity(label: str, tv: TensorView, arg: TensorArg) -> None:
+    """Axes declared contiguous must have exactly the stride their inner neighbour implies."""
+    domain = tv.domain
+    logical = domain.logical
+    alloc = domain.maybe_allocation
+    positions = [next(p for p, d in enumerate(logical) if d is a) for a in alloc]
+    expected = None
+    for k in reversed(range(len(alloc))):
+        pos, contiguous = positions[k], domain.contiguity[k]
+        size, stride = arg.shape[pos], arg.strides[pos]
+        if contiguous is None or size == 1:
+            continue
+        want = 1 if expected is None else expected
+        if contiguous and stride != want:
+            raise FuserError(
+                f"{label} axis {pos} has stride {stride} but the fusion declares it contiguous "
+                f"(stride {want}); pass a contiguous array or define it with contiguity False"
+            )
+        expected = stride * size

@@ -1,0 +1,192 @@
+"""FusionExecutorCache: from inputs to a runtime that can run them, in three levels.
+
+1. input key: the input signature (contiguity, stride order, size-1 axes, index
+   type) plus the values that concretization depends on: a hit goes straight to a
+   runtime;
+2. concretization: the ConcretizationInfo of the inputs; equal infos share a
+   concretized fusion;
+3. runtime reuse: under one concretization, a runtime built for the same signature.
+
+Every execution records a CacheEvent: hit or miss, at which level, and the reason
+as a difference between the new key and the nearest one already cached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fuser_core.dynamic.concretization_info import ConcretizationInfo, compute_info
+from fuser_core.dynamic.concretize import concretize
+from fuser_core.dynamic.initial_info import analyze_fusion
+from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.printer import print_kernel, print_math
+from fuser_core.ir.tensor_view import TensorView
+from fuser_core.options import DisableOption, DumpOption, Options, current_options, emit_dump
+from fuser_core.runtime.arguments import TensorArg, bind_args, convert_inputs
+from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend
+from fuser_core.runtime.signature import InputSignature
+
+LEVELS = ("input key", "concretization", "runtime")
+
+
+@dataclass(frozen=True)
+class CacheEvent:
+    hit: bool
+    level: str  # the level that answered a hit, or the first one that missed
+    runtime: str  # f<F>_c<C>_r<R> of the runtime that ran
+    reasons: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        why = "; ".join(self.reasons)
+        if self.hit:
+            return f"cache: hit at {self.level} -> {self.runtime}" + (f" ({why})" if why else "")
+        return f"cache: miss at {self.level}: {why} -> new runtime {self.runtime}"
+
+
+@dataclass
+class _ConcretizationEntry:
+    id: int
+    info: ConcretizationInfo
+    fusion: Fusion
+    runtimes: list[FusionKernelRuntime] = field(default_factory=list)
+
+
+class FusionExecutorCache:
+    def __init__(self, fusion: Fusion, fusion_id: int = 0, backend: Backend | None = None) -> None:
+        self.fusion = fusion
+        self.fusion_id = fusion_id
+        self.backend: Backend = backend if backend is not None else ReferenceBackend()
+        self.initial_info = analyze_fusion(fusion)
+        self.events: list[CacheEvent] = []
+        self._by_input_key: dict[tuple[Any, ...], FusionKernelRuntime] = {}
+        self._by_info: dict[ConcretizationInfo, _ConcretizationEntry] = {}
+        self._scalar_dtypes = [None if isinstance(v, TensorView) else v.dtype for v in fusion.inputs]
+        self.last_runtime: FusionKernelRuntime | None = None
+        self._leaf_labels = _leaf_labels(fusion)
+
+    @property
+    def runtimes(self) -> list[FusionKernelRuntime]:
+        return [r for entry in self._by_info.values() for r in entry.runtimes]
+
+    def run(self, inputs: Sequence[Any], enable: Sequence[str] = (), disable: Sequence[str] = ()) -> list[Any]:
+        opts = current_options().merged(enable=enable, disable=disable, source="execute")
+        args = convert_inputs(self.fusion, inputs)
+        emit_dump(opts, DumpOption.fusion_args, lambda: _describe_args(self.fusion, args))
+        runtime, event = self._lookup(args, opts)
+        self.events.append(event)
+        self.last_runtime = runtime
+        emit_dump(opts, DumpOption.cache_events, event.line)
+        return runtime.run(args)
+
+    # -- the three levels -------------------------------------------------------------
+    def _lookup(self, args: list[Any], opts: Options) -> tuple[FusionKernelRuntime, CacheEvent]:
+        resize_extents = not opts.is_disabled(DisableOption.concretize_resize_extents)
+        ev = bind_args(self.fusion, args)
+        signature = InputSignature.of(args, self._scalar_dtypes)
+        leaves = self.initial_info.leaves(include_static_resizes=resize_extents)
+        values = tuple((self._leaf_labels.get(id(leaf), str(leaf)), ev.evaluate(leaf)) for leaf in leaves)
+        empties = tuple(ev.evaluate(s.extent) == 0 for s in self.initial_info.maybe_empty)
+        input_key = (signature, values, empties, resize_extents)
+        runtime = self._by_input_key.get(input_key)
+        if runtime is not None:
+            return runtime, CacheEvent(True, LEVELS[0], runtime.name)
+        key_reasons = self._input_key_reasons(input_key)
+        info = compute_info(self.initial_info, ev, resize_extents)
+        entry = self._by_info.get(info)
+        if entry is None:
+            reasons = self._concretization_reasons(info)
+            entry = self._new_entry(info, opts)
+            runtime = self._new_runtime(entry, signature, opts)
+            event = CacheEvent(False, LEVELS[1], runtime.name, tuple(reasons))
+        else:
+            runtime = next((r for r in entry.runtimes if r.accepts(signature)), None)  # type: ignore[assignment]
+            if runtime is None:
+                nearest = min(entry.runtimes, key=lambda r: len(signature.diff(r.signature)))
+                reasons = signature.diff(nearest.signature) or ["no runtime for this input signature"]
+                runtime = self._new_runtime(entry, signature, opts)
+                event = CacheEvent(False, LEVELS[2], runtime.name, tuple(reasons))
+            else:
+                event = CacheEvent(True, LEVELS[1], runtime.name, tuple(key_reasons))
+        self._by_input_key[input_key] = runtime
+        return runtime, event
+
+    def _input_key_reasons(self, key: tuple[Any, ...]) -> list[str]:
+        """Why the input key missed, against the most similar key seen."""
+        if not self._by_input_key:
+            return []
+        signature, values, empties, resize_extents = key
+
+        def differences(other: tuple[Any, ...]) -> list[str]:
+            found = signature.diff(other[0])
+            found += [
+                f"{label} {old} -> {new}"
+                for (label, new), (_, old) in zip(values, other[1], strict=False)
+                if new != old
+            ]
+            if empties != other[2]:
+                found.append("an input became empty or non-empty")
+            if resize_extents != other[3]:
+                found.append(f"concretize_resize_extents turned {'on' if resize_extents else 'off'}")
+            return found
+
+        return min((differences(k) for k in self._by_input_key), key=len)
+
+    def _concretization_reasons(self, info: ConcretizationInfo) -> list[str]:
+        if not self._by_info:
+            return ["first execution: nothing cached"]
+        return min((info.diff(old) for old in self._by_info), key=len)
+
+    def _new_entry(self, info: ConcretizationInfo, opts: Options) -> _ConcretizationEntry:
+        concrete = concretize(self.fusion, info) if self.initial_info.is_dynamic or info.empty_extents else self.fusion
+        entry = _ConcretizationEntry(len(self._by_info) + 1, info, concrete)
+        self._by_info[info] = entry
+        emit_dump(opts, DumpOption.fusion_ir_original, lambda: "Fusion IR (original):\n" + print_math(self.fusion))
+        emit_dump(
+            opts,
+            DumpOption.fusion_ir_concretized,
+            lambda: info.describe() + "\nConcretized Fusion:\n" + print_kernel(concrete),
+        )
+        emit_dump(opts, DumpOption.fusion_ir_math, lambda: print_math(concrete))
+        emit_dump(opts, DumpOption.fusion_ir, lambda: print_kernel(concrete))
+        return entry
+
+    def _new_runtime(
+        self, entry: _ConcretizationEntry, signature: InputSignature, opts: Options
+    ) -> FusionKernelRuntime:
+        runtime = FusionKernelRuntime(
+            self.fusion_id,
+            entry.id,
+            len(entry.runtimes),
+            entry.info,
+            entry.fusion,
+            signature,
+            self.backend.compile(entry.fusion, signature),
+        )
+        entry.runtimes.append(runtime)
+        return runtime
+
+
+def _leaf_labels(fusion: Fusion) -> dict[int, str]:
+    """How cache reasons name the values that matter: `scalar i11`, `T0 axis 2 (i3)`."""
+    labels = {}
+    for val in fusion.inputs:
+        if isinstance(val, TensorView):
+            for axis, dim in enumerate(val.logical_no_reductions()):
+                extent = dim.maybe_expanded_extent
+                labels.setdefault(id(extent), f"T{val.name} axis {axis} ({extent})")
+        else:
+            labels[id(val)] = f"scalar {val}"
+    return labels
+
+
+def _describe_args(fusion: Fusion, args: Sequence[Any]) -> str:
+    lines = ["Arguments:"]
+    for index, (val, arg) in enumerate(zip(fusion.inputs, args, strict=True)):
+        if isinstance(arg, TensorArg):
+            layout = f"shape {list(arg.shape)} strides {list(arg.strides)}"
+            lines.append(f"  {index}: T{val.name} {arg.dtype!r} {layout} ({arg.origin})")
+        else:
+            lines.append(f"  {index}: {val} = {arg!r}")
+    return "\n".join(lines) + "\n"
