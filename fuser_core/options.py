@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from fuser_core.errors import FuserError
 
@@ -61,10 +62,10 @@ def _split(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-def parse_names(kind: type[enum.Enum], names: Iterable[str] | str, source: str) -> frozenset:  # type: ignore[type-arg]
+def parse_names(kind: type[enum.Enum], names: Iterable[Any] | str, source: str) -> frozenset[Any]:
     if isinstance(names, str):
         names = _split(names)
-    result = set()
+    result: set[Any] = set()
     for raw in names:
         name = raw.split("(", 1)[0].strip() if isinstance(raw, str) else raw
         if isinstance(name, kind):

@@ -8,6 +8,7 @@ that merges absorb), and print the sizes that led to them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fuser_core.dynamic.initial_info import DynamicTransformInitialInfo, ResizeSite
@@ -116,28 +117,37 @@ class ConcretizationInfo:
         if self.concretize_resize_extents != old.concretize_resize_extents:
             state = "on" if self.concretize_resize_extents else "off"
             reasons.append(f"concretize_resize_extents turned {state}")
-        before = {e.label: e for e in old.reshapes}
-        for e in self.reshapes:
-            prev = before.get(e.label)
-            if prev is not None and prev != e:
-                if prev.out_sizes != e.out_sizes:
-                    reasons.append(f"{e.label}: {list(prev.out_sizes)} -> {list(e.out_sizes)}")
-                else:
-                    reasons.append(f"{e.label}: input {list(prev.in_sizes)} -> {list(e.in_sizes)}")
-        for group, old_group in (
-            (self.resizes, old.resizes),
-            (self.expands, old.expands),
-            (self.factories, old.factories),
-        ):
-            previous = {e.label: e for e in old_group}
-            for e in group:
-                prev = previous.get(e.label)  # type: ignore[assignment]
-                if prev is not None and prev != e:
-                    reasons.append(f"{e.label}: {prev.value_text()} -> {e.value_text()}")  # type: ignore[union-attr]
+        reasons += _reshape_reasons(self.reshapes, old.reshapes)
+        reasons += _entry_reasons(self.resizes, old.resizes)
+        reasons += _entry_reasons(self.expands, old.expands)
+        reasons += _entry_reasons(self.factories, old.factories)
         for idx, axis in sorted(set(self.empty_extents) ^ set(old.empty_extents)):
             now = "empty" if (idx, axis) in self.empty_extents else "non-empty"
             reasons.append(f"input {idx} axis {axis} became {now}")
         return reasons or ["the concretization differs"]
+
+
+def _reshape_reasons(new: tuple[ReshapeEntry, ...], old: tuple[ReshapeEntry, ...]) -> list[str]:
+    before = {e.label: e for e in old}
+    reasons = []
+    for entry in new:
+        prev = before.get(entry.label)
+        if prev is None or prev == entry:
+            continue
+        if prev.out_sizes != entry.out_sizes:
+            reasons.append(f"{entry.label}: {list(prev.out_sizes)} -> {list(entry.out_sizes)}")
+        else:
+            reasons.append(f"{entry.label}: input {list(prev.in_sizes)} -> {list(entry.in_sizes)}")
+    return reasons
+
+
+def _entry_reasons(new: Sequence[ResizeEntry | AxisEntry], old: Sequence[ResizeEntry | AxisEntry]) -> list[str]:
+    before = {e.label: e for e in old}
+    return [
+        f"{e.label}: {before[e.label].value_text()} -> {e.value_text()}"
+        for e in new
+        if e.label in before and before[e.label] != e
+    ]
 
 
 def compute_info(
@@ -165,6 +175,8 @@ def compute_info(
 def _reshape_entry(site: object, ev: ExpressionEvaluator) -> ReshapeEntry:
     in_sizes = tuple(int(ev.evaluate(e)) for e in site.in_extents)  # type: ignore[attr-defined]
     requested = [int(ev.evaluate(e)) for e in site.out_extents]  # type: ignore[attr-defined]
+    if site.inferred_axis is not None:  # type: ignore[attr-defined]
+        requested[site.inferred_axis] = -1  # type: ignore[attr-defined]
     tv = site.tv  # type: ignore[attr-defined]
     try:
         if 0 in in_sizes:

@@ -26,6 +26,7 @@ class ReshapeSite:
     tv: int  # name of the reshape's output tensor
     in_extents: tuple[Scalar, ...]
     out_extents: tuple[Scalar, ...]
+    inferred_axis: int | None  # the axis given as -1
     location: SourceLocation | None = field(default=None, compare=False)
 
 
@@ -109,6 +110,7 @@ def analyze_fusion(fusion: Fusion) -> DynamicTransformInitialInfo:
                     tv.name,
                     tuple(d.maybe_expanded_extent for d in src.logical_no_reductions()),
                     tuple(d.extent for d in tv.logical),
+                    expr.inferred_axis,
                     expr.location,
                 )
             )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,18 +16,18 @@ if TYPE_CHECKING:
 ScalarValue = bool | int | float | complex
 
 
-def normalize_value(value: object, dtype: DataType) -> ScalarValue:
+def normalize_value(value: Any, dtype: DataType) -> ScalarValue:
     """A Python value of the kind `dtype` holds (floats of narrow types rounded)."""
     if dtype.is_boolean:
         return bool(value)
     if dtype.is_integral:
         if isinstance(value, (float, np.floating)) and not float(value).is_integer():
             raise ValueError(f"{value!r} is not an integer")
-        return int(value)  # type: ignore[call-overload]
+        return int(value)
     if dtype.is_complex:
-        return complex(value)  # type: ignore[arg-type]
+        return complex(value)
     if dtype.is_floating:
-        as_float = float(value)  # type: ignore[arg-type]
+        as_float = float(value)
         if dtype != DataType.Double:
             as_float = float(np.array(as_float, dtype=dtype.numpy))
         return as_float
@@ -74,17 +74,17 @@ class Scalar(Val):
         return self.to_string()
 
 
-def format_constant(value: ScalarValue, dtype: DataType) -> str:
+def format_constant(value: Any, dtype: DataType) -> str:
     """nvFuser's spelling of a constant: `true`, `768`, `float(0)`, `double(0.5)`."""
     if dtype.is_boolean:
         return "true" if value else "false"
     if dtype.is_floating:
         digits = 17 if dtype == DataType.Double else 9
-        return f"{dtype.cuda}({_format_float(float(value), digits)})"  # type: ignore[arg-type]
+        return f"{dtype.cuda}({_format_float(float(value), digits)})"
     if dtype.is_complex:
         c = complex(value)
         return f"{dtype.cuda}(({_format_float(c.real, 17)},{_format_float(c.imag, 17)}))"
-    return str(int(value))  # type: ignore[call-overload]
+    return str(int(value))
 
 
 def _format_float(value: float, digits: int) -> str:

@@ -170,16 +170,17 @@ def product(values: list[Scalar]) -> Scalar:
 
 def rebuild(expr: object, inputs: list[Scalar]) -> Scalar:
     """The scalar `expr` computes, recomputed from new `inputs` (folding constants)."""
-    if isinstance(expr, UnaryOp):
-        if expr.op_type == UnaryOpType.Cast:
-            return cast(expr.output.dtype, inputs[0])
-        return unary(expr.op_type, inputs[0])
-    if isinstance(expr, BinaryOp):
-        return binary(expr.op_type, inputs[0], inputs[1])
-    if isinstance(expr, TernaryOp) and expr.op_type == TernaryOpType.Where:
+    op = getattr(expr, "op_type", None)
+    if op == UnaryOpType.Cast:
+        return cast(expr.output.dtype, inputs[0])  # type: ignore[attr-defined]
+    if isinstance(op, UnaryOpType):
+        return unary(op, inputs[0])
+    if isinstance(op, BinaryOpType):
+        return binary(op, inputs[0], inputs[1])
+    if op == TernaryOpType.Where:
         return where(inputs[0], inputs[1], inputs[2])
-    if isinstance(expr, TernaryOp):
-        out = Scalar(expr.output.dtype)
-        TernaryOp(expr.op_type, out, *inputs)
+    if isinstance(op, TernaryOpType):
+        out = Scalar(expr.output.dtype)  # type: ignore[attr-defined]
+        TernaryOp(op, out, *inputs)
         return out
     raise TypeError(f"cannot rebuild scalar expression {expr}")

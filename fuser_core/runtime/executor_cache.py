@@ -170,7 +170,7 @@ class FusionExecutorCache:
 
 def _leaf_labels(fusion: Fusion) -> dict[int, str]:
     """How cache reasons name the values that matter: `scalar i11`, `T0 axis 2 (i3)`."""
-    labels = {}
+    labels: dict[int, str] = {}
     for val in fusion.inputs:
         if isinstance(val, TensorView):
             for axis, dim in enumerate(val.logical_no_reductions()):

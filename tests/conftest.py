@@ -1,0 +1,28 @@
+"""Test-suite wiring: `gpu` tests run only where CuPy sees an NVIDIA GPU."""
+
+import importlib.util
+
+import pytest
+
+
+def _gpu_unavailable_reason() -> str | None:
+    if importlib.util.find_spec("cupy") is None:
+        return "CuPy is not installed (install the 'cuda' extra on a machine with an NVIDIA GPU)"
+    try:
+        import cupy  # heavy and optional: only probed when collecting gpu tests
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "CuPy found no CUDA device"
+    except Exception as err:  # any CUDA driver/runtime failure means no usable GPU
+        return f"no usable CUDA device: {err}"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if not gpu_items:
+        return
+    reason = _gpu_unavailable_reason()
+    if reason is not None:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=reason))

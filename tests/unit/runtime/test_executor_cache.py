@@ -1,0 +1,164 @@
+"""FusionExecutorCache: hits, misses, the level that answered, the reasons, the ids."""
+
+import numpy as np
+import pytest
+
+from fuser_core import DataType, FuserError, FusionDefinition
+from fuser_core.options import dump_sink, options
+
+
+def pointwise() -> FusionDefinition:
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=False, dtype=DataType.Float)
+        fd.add_output(fd.ops.exp(t0))
+    return fd
+
+
+def reshape_fusion() -> FusionDefinition:
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1, -1, -1], contiguity=True, dtype=DataType.Float)
+        s0 = fd.define_scalar(None, dtype=DataType.Int)
+        s1 = fd.define_scalar(None, dtype=DataType.Int)
+        t1 = fd.ops.reshape(t0, [t0.size(0), s0, s1, t0.size(3)])
+        fd.add_output(fd.ops.mul(t1, 2.0))
+    return fd
+
+
+def pad_fusion() -> FusionDefinition:
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        left = fd.define_scalar(None, dtype=DataType.Int)
+        right = fd.define_scalar(None, dtype=DataType.Int)
+        fd.add_output(fd.ops.pad(t0, [left, right]))
+    return fd
+
+
+def events(fd: FusionDefinition) -> list[str]:
+    return [e.line() for e in fd.executor_cache.events]
+
+
+def rand(*shape: int) -> np.ndarray:
+    return np.random.default_rng(sum(shape)).standard_normal(shape, dtype=np.float32)
+
+
+def test_the_same_input_twice_is_a_hit_at_the_input_key():
+    fd = pointwise()
+    x = rand(4, 5)
+    fd.execute([x])
+    fd.execute([x])
+    first, second = fd.executor_cache.events
+    assert not first.hit and first.level == "concretization"
+    assert first.reasons == ("first execution: nothing cached",)
+    assert second.hit and second.level == "input key" and second.runtime == "f0_c1_r0"
+    assert events(fd)[1] == "cache: hit at input key -> f0_c1_r0"
+
+
+def test_a_static_fusion_reuses_its_runtime_for_new_sizes():
+    fd = pointwise()
+    fd.execute([rand(4, 5)])
+    (out,) = fd.execute([rand(7, 3)])
+    np.testing.assert_allclose(out, np.exp(rand(7, 3)), rtol=1e-6)
+    assert fd.executor_cache.events[-1].hit
+    assert len(fd.executor_cache.runtimes) == 1
+
+
+def test_a_new_stride_order_is_a_miss_at_runtime_level_with_its_reason():
+    fd = pointwise()
+    x = rand(4, 5)
+    fd.execute([x])
+    (out,) = fd.execute([np.asfortranarray(x)])
+    np.testing.assert_allclose(out, np.exp(x), rtol=1e-6)
+    event = fd.executor_cache.events[-1]
+    assert not event.hit and event.level == "runtime"
+    assert event.reasons == ("input 0 stride order changed [1, 0] -> [0, 1]",)
+    assert event.runtime == "f0_c1_r1"
+
+
+def test_reshape_misses_when_the_decomposition_changes_and_says_how():
+    fd = reshape_fusion()
+    x = rand(8, 3, 35, 9)
+    fd.execute([x, 3, 35])
+    (out,) = fd.execute([x, 5, 21])
+    np.testing.assert_allclose(out, 2 * x.reshape(8, 5, 21, 9))
+    event = fd.executor_cache.events[-1]
+    assert not event.hit and event.level == "concretization"
+    assert event.reasons == ("reshape T1: [8, 3, 35, 9] -> [8, 5, 21, 9]",)
+    assert event.runtime == "f0_c2_r0"
+
+
+def test_pr215_no_stale_hit_when_inputs_need_a_new_concretization():
+    """A cache hit where there should be none: new input sizes, same scalars."""
+    fd = reshape_fusion()
+    fd.execute([rand(2, 4, 6, 3), 4, 6])  # an identity reshape
+    (out,) = fd.execute([rand(2, 6, 4, 3), 4, 6])  # now a merge and a split
+    np.testing.assert_allclose(out, 2 * rand(2, 6, 4, 3).reshape(2, 4, 6, 3))
+    assert not fd.executor_cache.events[-1].hit
+    assert fd.executor_cache.last_runtime.info.reshapes[0].in_sizes == (2, 6, 4, 3)
+
+
+def test_pr215_a_reshape_that_depends_only_on_scalars_is_not_short_circuited():
+    """Same tensor, only the scalar inputs change: the reshape must follow them."""
+    fd = reshape_fusion()
+    x = rand(8, 3, 35, 9)
+    fd.execute([x, 3, 35])
+    (out,) = fd.execute([x, 15, 7])
+    assert out.shape == (8, 15, 7, 9)
+    np.testing.assert_allclose(out, 2 * x.reshape(8, 15, 7, 9))
+    assert not fd.executor_cache.events[-1].hit
+
+
+def test_with_the_option_off_extent_only_resize_changes_hit_the_cache():
+    fd = pad_fusion()
+    off = ["concretize_resize_extents"]
+    x = rand(4, 6)
+    fd.execute([x, 1, 2], _disable_options=off)
+    (out,) = fd.execute([x, 2, 3], _disable_options=off)
+    np.testing.assert_array_equal(out, np.pad(x, [(0, 0), (2, 3)]))
+    event = fd.executor_cache.events[-1]
+    assert event.hit and event.level == "concretization"
+    assert event.reasons == ("scalar i3 1 -> 2", "scalar i4 2 -> 3")
+
+
+def test_with_the_option_on_each_resize_extent_is_a_new_runtime():
+    fd = pad_fusion()
+    x = rand(4, 6)
+    fd.execute([x, 1, 2])
+    fd.execute([x, 2, 3])
+    event = fd.executor_cache.events[-1]
+    assert not event.hit
+    assert event.reasons == ("resize T1 axis 1: (6, 1, 2) -> (6, 2, 3)",)
+
+
+def test_ids_number_concretizations_from_one_and_runtimes_from_zero():
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=False, dtype=DataType.Float)
+        fd.add_output(fd.ops.pad(t0, [fd.define_scalar(None, DataType.Int), fd.define_scalar(None, DataType.Int)]))
+    x = rand(4, 6)
+    fd.execute([x, 1, 2])
+    fd.execute([x, 2, 2])
+    fd.execute([np.asfortranarray(x), 2, 2])
+    assert [e.runtime for e in fd.executor_cache.events] == ["f0_c1_r0", "f0_c2_r0", "f0_c2_r1"]
+
+
+def test_fusion_id_comes_from_the_definition():
+    with FusionDefinition(id=7) as fd:
+        fd.add_output(fd.ops.neg(fd.define_tensor(shape=[-1], contiguity=True)))
+    fd.execute([rand(3)])
+    assert fd.executor_cache.events[0].runtime == "f7_c1_r0"
+
+
+def test_cache_events_dump_prints_one_line_per_execution():
+    fd = pointwise()
+    lines: list[str] = []
+    with dump_sink(lambda option, text: lines.append(text)), options(dump="cache_events"):
+        fd.execute([rand(2, 2)])
+        fd.execute([rand(2, 2)])
+    assert len(lines) == 2
+    assert lines[0].startswith("cache: miss") and lines[1].startswith("cache: hit")
+
+
+def test_unknown_option_in_execute_lists_the_valid_names():
+    fd = pointwise()
+    with pytest.raises(FuserError) as err:
+        fd.execute([rand(2, 2)], _disable_options=["no_such_option"])
+    assert "concretize_resize_extents" in str(err.value)
