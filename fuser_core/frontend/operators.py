@@ -105,7 +105,11 @@ class Operators:
         if isinstance(x, Vector):
             return list(x.vals)
         if isinstance(x, (list, tuple)):
-            return [self._scalar(v, op, DataType.Int if isinstance(v, int) else None) for v in x]
+            vals = [self._scalar(v, op, DataType.Int if isinstance(v, int) else None) for v in x]
+            for val in vals:  # sizes, widths and bounds count elements
+                if not val.dtype.is_integral:
+                    raise FuserError(f"{arg} entries must be integers, got {val} ({val.dtype!r})", op=op)
+            return vals
         raise FuserError(f"{arg} must be a list of ints or scalars, got {type(x).__name__}", op=op)
 
     def _ints(self, x: Any, op: str, arg: str) -> list[int]:

@@ -81,6 +81,8 @@ class UnaryOp(ElementwiseOp):
 
     def _compute(self, args: list[Any]) -> Any:
         if self.op_type == UnaryOpType.Cast:
+            if self.output.dtype.is_integral and self.input.dtype.is_floating:
+                return np.trunc(args[0])  # C conversion; scalars would otherwise refuse fractions
             return args[0]
         return self.rule.numpy(*args)
 

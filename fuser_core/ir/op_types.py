@@ -82,6 +82,14 @@ def _lerp(start: Any, end: Any, weight: Any) -> Any:
     return np.where(np.less(weight, 0.5), start + weight * diff, end - diff * (1 - np.asarray(weight)))
 
 
+def _lgamma(x: float) -> float:
+    """C's lgamma: +inf at the poles (0, -1, -2, ...), where math.lgamma raises."""
+    try:
+        return math.lgamma(x)
+    except ValueError:
+        return math.inf
+
+
 def _exact(fn: Callable[[float], float]) -> Callable[[Any], Any]:
     """Element-wise math-module function: exact, and slow; used where NumPy has none."""
     vectorized = np.frompyfunc(fn, 1, 1)
@@ -121,7 +129,7 @@ class UnaryOpType(enum.Enum):
     Reciprocal = OpRule("reciprocal", lambda x: 1 / np.asarray(x), "float")
     Erf = OpRule("erf", _exact(math.erf), "float", float_suffix=True)
     Erfc = OpRule("erfc", _exact(math.erfc), "float", float_suffix=True)
-    Lgamma = OpRule("lgamma", _exact(math.lgamma), "float", float_suffix=True)
+    Lgamma = OpRule("lgamma", _exact(_lgamma), "float", float_suffix=True)
     Floor = OpRule("floor", np.floor, "none", float_suffix=True)
     Ceil = OpRule("ceil", np.ceil, "none", float_suffix=True)
     Round = OpRule("nearbyint", np.rint, "none", float_suffix=True)

@@ -186,7 +186,9 @@ class ViewOp(Expr):
 
     op_name = "reshape"
 
-    def __init__(self, out: TensorView, inp: TensorView) -> None:
+    def __init__(self, out: TensorView, inp: TensorView, inferred_axis: int | None = None) -> None:
+        # The output axis given as -1, whose extent is computed from the element count.
+        self.inferred_axis = inferred_axis
         super().__init__([inp], [out])
 
     def to_string(self) -> str:

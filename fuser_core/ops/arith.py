@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from fuser_core.errors import FuserError
 from fuser_core.ir import scalar_math as sm
 from fuser_core.ir.base import Val
-from fuser_core.ir.dtype import DataType, promote_type
+from fuser_core.ir.dtype import DataType, promote_type, real_of
 from fuser_core.ir.elementwise import BinaryOp, TernaryOp, UnaryOp
 from fuser_core.ir.op_types import BinaryOpType, TernaryOpType, UnaryOpType
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_exprs import LoadStoreOp
 from fuser_core.ir.tensor_view import TensorView
-from fuser_core.ops.utils import maybe_broadcast, new_like, new_output_tv, tv_name
+from fuser_core.ops.utils import cast_constant, maybe_broadcast, new_like, new_output_tv, tv_name
 
 
 def _is_tensor(v: Val) -> bool:
@@ -64,6 +64,8 @@ def common_type(operands: Sequence[Val], promotion: str, *, half_to_float: bool 
 def cast(value: Val, dtype: DataType, op: str = "cast") -> Val:
     """An explicit conversion; a tensor cast to its own type becomes a copy."""
     if isinstance(value, Scalar):
+        if value.is_const and value.dtype.is_floating and dtype.is_integral:  # C conversion truncates
+            value = sm.unary(UnaryOpType.Trunc, value)
         return sm.cast(dtype, value)
     tv: TensorView = value  # type: ignore[assignment]
     out = new_like(tv, dtype)
@@ -74,7 +76,7 @@ def cast(value: Val, dtype: DataType, op: str = "cast") -> Val:
     return out
 
 
-def _promote_operand(value: Val, dtype: DataType) -> Val:
+def _promote_operand(value: Val, dtype: DataType, op: str = "cast") -> Val:
     """Cast to `dtype`, except scalars already of its category (nvFuser's optionalCast)."""
     if value.dtype == dtype:
         return value
@@ -84,13 +86,26 @@ def _promote_operand(value: Val, dtype: DataType) -> Val:
             or (dtype.is_integral and value.dtype.is_integral)
             or (dtype.is_complex and value.dtype.is_complex)
         )
-        return value if same_kind else sm.cast(dtype, value)
+        return value if same_kind else cast_constant(dtype, value, op)
     return cast(value, dtype)
+
+
+# PyTorch (and NumPy) have no `-` on bools: rejected when defined, with the alternative.
+_NO_BOOL_OPS: dict[UnaryOpType | BinaryOpType, str] = {
+    UnaryOpType.Neg: "negation of Bool values is not supported; use logical_not",
+    BinaryOpType.Sub: "subtraction of Bool values is not supported; use bitwise_xor",
+}
+
+
+def _check_bool_arithmetic(op: UnaryOpType | BinaryOpType, dtype: DataType, value: Val) -> None:
+    if dtype.is_boolean and op in _NO_BOOL_OPS:
+        raise FuserError(_NO_BOOL_OPS[op], op=op.rule.name, tensor=tv_name(value))
 
 
 def unary(op: UnaryOpType, value: Val) -> Val:
     rule = op.rule
     name = rule.name
+    _check_bool_arithmetic(op, value.dtype, value)
     if rule.promotion == "bool":
         value = cast(value, DataType.Bool, name) if value.dtype != DataType.Bool else value
     elif rule.promotion == "integral":
@@ -101,6 +116,8 @@ def unary(op: UnaryOpType, value: Val) -> Val:
     elif rule.promotion != "none":
         value = _promote_operand(value, common_type([value], rule.promotion))
     out_dtype = DataType.Bool if rule.bool_output else value.dtype
+    if op == UnaryOpType.Abs and value.dtype.is_complex:  # the magnitude is real
+        out_dtype = real_of(value.dtype)
     if isinstance(value, Scalar):
         return sm.unary(op, value)
     out = new_like(value, out_dtype)  # type: ignore[arg-type]
@@ -119,6 +136,7 @@ def binary(op: BinaryOpType, lhs: Val, rhs: Val, promotion: str | None = None) -
         dtype = common_type([lhs, rhs], promotion)
         if promotion == "integral" and not (dtype.is_integral or dtype.is_boolean):
             raise FuserError(f"needs integer or bool operands, got {lhs.dtype!r} and {rhs.dtype!r}", op=rule.name)
+        _check_bool_arithmetic(op, dtype, lhs)
         lhs, rhs = _promote_operand(lhs, dtype), _promote_operand(rhs, dtype)
     out_dtype = DataType.Bool if rule.bool_output else dtype
     if not (_is_tensor(lhs) or _is_tensor(rhs)):
@@ -150,20 +168,20 @@ def where(cond: Val, a: Val, b: Val) -> Val:
 
 def lerp(start: Val, end: Val, weight: Val) -> Val:
     dtype = common_type([start, end, weight], "default")
-    vals = [_promote_operand(v, dtype) for v in (start, end, weight)]
-    return _ternary(TernaryOpType.Lerp, *vals, promote_type(vals[0].dtype, vals[1].dtype))
+    start, end, weight = (_promote_operand(v, dtype) for v in (start, end, weight))
+    return _ternary(TernaryOpType.Lerp, start, end, weight, promote_type(start.dtype, end.dtype))
 
 
 def clamp(value: Val, low: Val, high: Val) -> Val:
     for bound, arg in ((low, "min"), (high, "max")):
         if not isinstance(bound, Scalar):
             raise FuserError(f"{arg} must be a scalar", op="clamp", tensor=tv_name(value))
-    low, high = (_promote_operand(v, value.dtype) for v in (low, high))
+    low, high = (_promote_operand(v, value.dtype, "clamp") for v in (low, high))
     return _ternary(TernaryOpType.Clamp, value, low, high, value.dtype)
 
 
 def threshold(value: Val, thresh: Val, replacement: Val) -> Val:
-    thresh, replacement = (_promote_operand(v, value.dtype) for v in (thresh, replacement))
+    thresh, replacement = (_promote_operand(v, value.dtype, "threshold") for v in (thresh, replacement))
     return _ternary(TernaryOpType.Threshold, value, thresh, replacement, value.dtype)
 
 

@@ -12,6 +12,7 @@ from fuser_core.ir.iter_domain import IterDomain, IterType
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_exprs import FullOp, IotaOp
 from fuser_core.ir.tensor_view import Contiguity, TensorDomain, TensorView
+from fuser_core.ops.utils import cast_constant
 
 
 def _factory_id(extent: Scalar) -> IterDomain:
@@ -30,7 +31,7 @@ def full(shape: Sequence[Scalar], fill: Scalar, dtype: DataType) -> TensorView:
         if s.is_const and int(s.value) < 0:  # type: ignore[arg-type]
             raise FuserError(f"negative size {s.value} in shape", op="full")
     out = TensorView(TensorDomain([_factory_id(s) for s in extents]), dtype)
-    FullOp(out, extents, sm.cast(dtype, fill))
+    FullOp(out, extents, cast_constant(dtype, fill, "full"))
     return out
 
 
@@ -39,8 +40,8 @@ def iota(length: Scalar, start: Scalar | None, step: Scalar | None, dtype: DataT
         raise FuserError(f"length must be an integer, got {length.dtype!r}", op="iota")
     if not (dtype.is_integral or dtype.is_floating):
         raise FuserError(f"dtype must be integral or floating, got {dtype!r}", op="iota")
-    start = sm.cast(dtype, start if start is not None else sm.const(0, dtype))
-    step = sm.cast(dtype, step if step is not None else sm.const(1, dtype))
+    start = cast_constant(dtype, start if start is not None else sm.const(0, dtype), "iota")
+    step = cast_constant(dtype, step if step is not None else sm.const(1, dtype), "iota")
     if step.is_const and step.value == 0:
         raise FuserError("step must not be zero", op="iota")
     extent = sm.cast(DataType.Index, length)

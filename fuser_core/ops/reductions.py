@@ -84,6 +84,8 @@ def reduction(
         factor = sm.product(scale)  # type: ignore[arg-type]
         kind = BinaryOpType.Mul if op == BinaryOpType.Add else BinaryOpType.Pow
         out = arith.binary(kind, out, factor)  # type: ignore[assignment]
+        if out.dtype != squeezed.dtype:  # half types scale in Float: keep the reduction's type
+            out = arith.cast(out, squeezed.dtype)  # type: ignore[assignment]
     if keepdim:
         out = broadcast(out, [pos in axes for pos in range(ndim)])
     if out is tv:
@@ -106,15 +108,20 @@ def _denominator(tv: TensorView, axes: Sequence[int], correction: int, op: str) 
     if correction < 0:
         raise FuserError(f"correction must be non-negative, got {correction}", op=op, tensor=tv_name(tv))
     denom = sm.sub(num_features(tv, axes), sm.const(correction, DataType.Index))
-    return sm.where(sm.ge(denom, 0), denom, sm.const(0, DataType.Index))
+    clamped = sm.where(sm.ge(denom, 0), denom, sm.const(0, DataType.Index))
+    # A Double, as nvFuser's numFeatures: its reciprocal must not round to Float.
+    return sm.cast(DataType.Double, clamped)
 
 
 def var(tv: TensorView, dims: Sequence[int], correction: int = 1, keepdim: bool = False) -> TensorView:
     axes = normalize_axes(list(dims), tv.ndim, "var", tv)
+    denom = _denominator(tv, axes, correction, "var")
+    if tv.dtype.is_integral or tv.dtype.is_boolean:  # as var_mean: an integer mean must not truncate
+        tv = arith.cast(tv, DataType.Float)  # type: ignore[assignment]
     centered = arith.binary(BinaryOpType.Sub, tv, mean(tv, axes, keepdim=True))
     squares = arith.binary(BinaryOpType.Mul, centered, centered)
     total = reduction(BinaryOpType.Add, squares, axes, keepdim, op_name="var")  # type: ignore[arg-type]
-    inverse = arith.unary(UnaryOpType.Reciprocal, _denominator(tv, axes, correction, "var"))
+    inverse = arith.unary(UnaryOpType.Reciprocal, denom)
     return arith.binary(BinaryOpType.Mul, total, inverse)  # type: ignore[return-value]
 
 
@@ -127,10 +134,10 @@ def var_mean(
             op="var_mean",
             tensor=tv_name(tv),
         )
-    if tv.dtype.is_integral or tv.dtype.is_boolean:
-        tv = arith.cast(tv, DataType.Float)  # type: ignore[assignment]
     axes = normalize_axes(list(dims), tv.ndim, "var_mean", tv)
     denom = _denominator(tv, axes, correction, "var_mean")
+    if tv.dtype.is_integral or tv.dtype.is_boolean:
+        tv = arith.cast(tv, DataType.Float)  # type: ignore[assignment]
     avg = TensorView(TensorDomain(_reduced_domain(tv, axes)), tv.dtype)
     var_sum = TensorView(TensorDomain(_reduced_domain(tv, axes)), tv.dtype)
     count = TensorView(TensorDomain(_reduced_domain(tv, axes)), DataType.Index)

@@ -15,7 +15,7 @@ from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_exprs import CatOp, PadOp, SliceOp
 from fuser_core.ir.tensor_view import TensorDomain, TensorView
 from fuser_core.ops import arith
-from fuser_core.ops.utils import new_output_id, new_output_tv, normalize_axis, tv_name
+from fuser_core.ops.utils import cast_constant, new_output_id, new_output_tv, normalize_axis, tv_name
 
 
 def _resized_tensor(tv: TensorView, widths: Sequence[tuple[Scalar, Scalar]]) -> TensorView | None:
@@ -66,11 +66,26 @@ def pad(tv: TensorView, pad_widths: Sequence[Scalar], value: Scalar | None = Non
         left = pad_widths[2 * (n_padded - 1 - i)]
         right = pad_widths[2 * (n_padded - 1 - i) + 1]
         pairs.append((sm.cast(DataType.Index, left), sm.cast(DataType.Index, right)))
+    _check_static_pad(tv, pairs)
     out = _resized_tensor(tv, pairs)
     if out is None:
         return arith.set_(tv)
-    PadOp(out, tv, [w for pair in pairs for w in pair], sm.cast(tv.dtype, value))
+    PadOp(out, tv, [w for pair in pairs for w in pair], cast_constant(tv.dtype, value, "pad", tv))
     return out
+
+
+def _check_static_pad(tv: TensorView, pairs: Sequence[tuple[Scalar, Scalar]]) -> None:
+    """Negative widths may crop an axis down to nothing, not below."""
+    for pos, (dim, (left, right)) in enumerate(zip(tv.logical_no_reductions(), pairs, strict=True)):
+        extent = dim.maybe_expanded_extent
+        if extent.is_const and left.is_const and right.is_const:
+            size = int(extent.value) + int(left.value) + int(right.value)  # type: ignore[arg-type]
+            if size < 0:
+                raise FuserError(
+                    f"axis {pos} would have size {size} (size {extent.value} padded by {left.value} and {right.value})",
+                    op="pad",
+                    tensor=tv_name(tv),
+                )
 
 
 def _normalize_bound(bound: Scalar, extent: Scalar, clamp_low: Scalar) -> Scalar:

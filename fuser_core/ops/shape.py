@@ -131,6 +131,8 @@ def expand(
     out_ids, sizes = [], []
     for pos, (dim, size) in enumerate(zip(tv.logical_no_reductions(), shape, strict=True)):
         want = _const_int(size)
+        if want is not None and want < -1:
+            raise FuserError(f"invalid size {want} for axis {pos}: use -1 to keep a size", op=op, tensor=tv_name(tv))
         new = new_output_id([dim])
         sizes.append(dim.extent)
         if want == -1:
@@ -139,7 +141,7 @@ def expand(
             new = IterDomain(
                 tv.fusion.one_val(), iter_type=IterType.Broadcast, expanded_extent=sm.cast(DataType.Index, size)
             )
-            sizes[-1] = new.expanded_extent
+            sizes[-1] = new.maybe_expanded_extent
             expanded = True
         elif dim.is_symbolic and not dim.extent.is_const and dim.extent is not size:
             new = IterDomain(sm.cast(DataType.Index, size), iter_type=IterType.Symbolic)
@@ -172,7 +174,10 @@ def reshape(tv: TensorView, new_shape: Sequence[Scalar]) -> TensorView:
     if all(s is not None for s in in_sizes) and all(s is not None for s in new_sizes):
         if 0 in in_sizes:  # type: ignore[operator]
             return _empty_reshape(tv, new_sizes)  # type: ignore[arg-type]
-        analysis = analyze_view(in_sizes, new_sizes)  # type: ignore[arg-type]
+        try:
+            analysis = analyze_view(in_sizes, new_sizes)  # type: ignore[arg-type]
+        except FuserError as err:  # the analysis knows sizes only: name the tensor too
+            raise FuserError(err.message, op="reshape", tensor=tv_name(tv)) from None
         return apply_view(tv, analysis)
     return _symbolic_reshape(tv, new_shape)
 
@@ -187,16 +192,26 @@ def _empty_reshape(tv: TensorView, new_sizes: list[int]) -> TensorView:
 def _symbolic_reshape(tv: TensorView, new_shape: Sequence[Scalar]) -> TensorView:
     root = [new_output_id([d]) for d in tv.logical_no_reductions()]
     logical = []
+    inferred = None
     for pos, size in enumerate(new_shape):
         if _const_int(size) == -1:
+            inferred = pos
             numel = sm.product([d.maybe_expanded_extent for d in root])
             others = sm.product([sm.cast(DataType.Index, s) for p, s in enumerate(new_shape) if p != pos])
             size = sm.div(numel, others)
         extent = sm.cast(DataType.Index, size)
         logical.append(IterDomain(extent, iter_type=IterType.Symbolic, is_rfactor_product=True))
     out = TensorView(TensorDomain(logical, root=root), tv.dtype)
-    ViewOp(out, tv)
+    ViewOp(out, tv, inferred)
     return out
+
+
+def _view_root_id(dim: IterDomain) -> IterDomain:
+    """A reshape reads every element of an expanded axis: it splits and merges its
+    expanded size, not the broadcast's 1."""
+    if dim.expanded_extent is not None:
+        return IterDomain(dim.expanded_extent, iter_type=IterType.Iteration)
+    return new_output_id([dim])
 
 
 def apply_view(tv: TensorView, analysis: ViewAnalysis) -> TensorView:
@@ -205,7 +220,7 @@ def apply_view(tv: TensorView, analysis: ViewAnalysis) -> TensorView:
     if any(analysis.squeeze):
         current = squeeze(current, [i for i, s in enumerate(analysis.squeeze) if s], squeeze_expanded=True)
     if analysis.transforms:
-        root = [new_output_id([d]) for d in current.logical_no_reductions()]
+        root = [_view_root_id(d) for d in current.logical_no_reductions()]
         working = list(root)
         for kind, pos, factor in analysis.transforms:
             if kind == "merge":

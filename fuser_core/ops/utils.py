@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fuser_core.errors import FuserError
+from fuser_core.ir import scalar_math as sm
 from fuser_core.ir.base import Val
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.iter_domain import IterDomain, IterType
@@ -36,6 +37,15 @@ def normalize_axes(axes: Sequence[int], ndim: int, op: str, tv: TensorView, arg:
     if len(set(result)) != len(result):
         raise FuserError(f"{arg} {list(axes)} names an axis twice", op=op, tensor=tv_name(tv))
     return sorted(result)
+
+
+def cast_constant(dtype: DataType, value: Scalar, op: str, tv: Val | None = None) -> Scalar:
+    """`value` as `dtype`; a constant the type cannot hold (2.5 as an Int) is the user's error."""
+    try:
+        return sm.cast(dtype, value)
+    except ValueError as err:
+        tensor = tv_name(tv) if tv is not None else None
+        raise FuserError(f"{value} cannot be converted to {dtype!r}: {err}", op=op, tensor=tensor) from None
 
 
 def require_tensor(value: Val, op: str, arg: str = "arg") -> TensorView:

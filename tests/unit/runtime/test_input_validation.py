@@ -1,0 +1,207 @@
+"""Execution-time input validation: a wrong input count, dtype, rank, size or layout
+is a FuserError that says which input and why, before anything runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fuser_core import DataType, FuserError, FusionDefinition
+
+
+def make_fusion(
+    shape: list[int],
+    contiguity: list[bool | None],
+    dtype: DataType = DataType.Float,
+    stride_order: list[int] | None = None,
+) -> FusionDefinition:
+    """T0 (as given) * i1 (an Int scalar input)."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=shape, contiguity=contiguity, dtype=dtype, stride_order=stride_order)
+        s1 = fd.define_scalar(None, dtype=DataType.Int)
+        fd.add_output(t0 * s1)
+    return fd
+
+
+def rand(shape: tuple[int, ...], dtype: type = np.float32, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-2, 2, shape).astype(dtype)
+
+
+def run_error(fd: FusionDefinition, inputs: list) -> FuserError:  # type: ignore[type-arg]
+    with pytest.raises(FuserError) as info:
+        fd.execute(inputs)
+    return info.value
+
+
+@pytest.fixture
+def symbolic() -> FusionDefinition:
+    return make_fusion([-1, -1], [True, True])
+
+
+def test_valid_inputs_run(symbolic: FusionDefinition) -> None:
+    x = rand((3, 4))
+    (out,) = symbolic.execute([x, 3])
+    np.testing.assert_array_equal(out, x * 3)
+
+
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_wrong_input_count(symbolic: FusionDefinition, count: int) -> None:
+    inputs = [rand((3, 4)), 2, 5][:count]
+    err = run_error(symbolic, inputs)
+    assert "expected 2 inputs" in err.message
+    assert f"got {count}" in err.message
+    assert "T0" in err.message and "i" in err.message  # names what the fusion expects
+
+
+@pytest.mark.parametrize("np_dtype", [np.float64, np.float16, np.int64, np.int32, np.bool_])
+def test_wrong_tensor_dtype(symbolic: FusionDefinition, np_dtype: type) -> None:
+    err = run_error(symbolic, [rand((3, 4)).astype(np_dtype), 2])
+    assert "input 0 (T0)" in err.message
+    assert "DataType.Float" in err.message  # what the fusion defines
+    assert "dtype" in err.message
+
+
+def test_unsupported_array_dtype_names_the_input(symbolic: FusionDefinition) -> None:
+    err = run_error(symbolic, [rand((3, 4)).astype(np.uint8), 2])
+    assert "input 0 (T0)" in err.message
+    assert "uint8" in err.message
+
+
+@pytest.mark.parametrize("shape", [(12,), (3, 4, 1), ()])
+def test_wrong_rank(symbolic: FusionDefinition, shape: tuple[int, ...]) -> None:
+    err = run_error(symbolic, [rand(shape), 2])
+    assert "input 0 (T0)" in err.message
+    assert f"has {len(shape)} dimensions" in err.message
+    assert "defines 2" in err.message
+
+
+def test_a_scalar_where_a_tensor_belongs(symbolic: FusionDefinition) -> None:
+    err = run_error(symbolic, [1.5, 2])
+    assert "input 0 (T0) must be a tensor" in err.message
+    assert "float" in err.message
+
+
+def test_a_list_is_not_a_tensor(symbolic: FusionDefinition) -> None:
+    err = run_error(symbolic, [[[1.0, 2.0]], 2])
+    assert "input 0 (T0) must be a tensor" in err.message
+    assert "list" in err.message
+
+
+def test_a_tensor_where_a_scalar_belongs(symbolic: FusionDefinition) -> None:
+    err = run_error(symbolic, [rand((3, 4)), rand((3, 4))])
+    assert "input 1" in err.message
+    assert "must be a scalar" in err.message and "DataType.Int" in err.message
+
+
+@pytest.mark.parametrize("value", [1.5, True])
+def test_a_scalar_of_the_wrong_kind(symbolic: FusionDefinition, value: object) -> None:
+    err = run_error(symbolic, [rand((3, 4)), value])
+    assert "input 1" in err.message
+    assert "DataType.Int" in err.message
+    assert repr(value) in err.message
+
+
+def test_scalars_of_compatible_kinds_are_accepted() -> None:
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1], contiguity=[True])
+        d = fd.define_scalar(None, dtype=DataType.Double)
+        i = fd.define_scalar(None, dtype=DataType.Int)
+        fd.add_output(t0 * d + i)
+    x = rand((3,))
+    for d_value, i_value in [(2, 1), (np.float64(2.0), np.int64(1)), (np.float32(2.0), np.int32(1))]:
+        (out,) = fd.execute([x, d_value, i_value])
+        np.testing.assert_allclose(out, x * 2 + 1, rtol=1e-6)
+
+
+def test_a_size_that_contradicts_a_static_axis() -> None:
+    fd = make_fusion([3, 4], [True, True])
+    (out,) = fd.execute([rand((3, 4)), 2])
+    assert out.shape == (3, 4)
+    err = run_error(fd, [rand((3, 5)), 2])
+    assert "input 0 (T0)" in err.message
+    assert "axis 1" in err.message
+    assert "size 5" in err.message and "4" in err.message
+
+
+def test_a_size_that_contradicts_a_broadcast_axis() -> None:
+    fd = make_fusion([1, -1], [None, True])
+    (out,) = fd.execute([rand((1, 4)), 2])
+    assert out.shape == (1, 4)
+    err = run_error(fd, [rand((3, 4)), 2])
+    assert "input 0 (T0)" in err.message
+    assert "axis 0" in err.message and "size 3" in err.message
+    assert "broadcast" in err.message
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda x: x.T, lambda x: x[:, ::2], lambda x: x[::2, :], lambda x: np.asfortranarray(x)],
+    ids=["transposed", "strided-inner", "strided-outer", "fortran"],
+)
+def test_a_non_contiguous_input_declared_contiguous(make) -> None:  # type: ignore[no-untyped-def]
+    fd = make_fusion([-1, -1], [True, True])
+    x = make(rand((6, 6)))
+    assert not x.flags.c_contiguous
+    err = run_error(fd, [x, 2])
+    assert "input 0 (T0)" in err.message
+    assert "stride" in err.message and "contiguous" in err.message
+
+
+def test_a_non_contiguous_input_declared_non_contiguous_runs() -> None:
+    fd = make_fusion([-1, -1], [False, True])
+    x = rand((6, 8))[:, :5]
+    (out,) = fd.execute([x, 2])
+    np.testing.assert_array_equal(out, x * 2)
+
+
+def test_stride_order_declares_the_memory_layout() -> None:
+    fd = make_fusion([-1, -1], [True, True], stride_order=[0, 1])  # column-major
+    x = rand((3, 4))
+    (out,) = fd.execute([np.asfortranarray(x), 2])
+    np.testing.assert_array_equal(out, x * 2)
+    err = run_error(fd, [x, 2])
+    assert "input 0 (T0)" in err.message
+    assert "stride" in err.message
+
+
+def test_an_expanded_input_has_stride_zero() -> None:
+    fd = make_fusion([-1, -1], [None, True])
+    row = rand((1, 4))
+    (out,) = fd.execute([np.broadcast_to(row, (3, 4)), 2])
+    np.testing.assert_array_equal(out, np.broadcast_to(row, (3, 4)) * 2)
+
+
+def test_the_second_input_is_named() -> None:
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True])
+        t1 = fd.define_tensor(shape=[-1, 4], contiguity=[True, True], dtype=DataType.Half)
+        fd.add_output(t0 + t1)
+    x = rand((3, 4))
+    err = run_error(fd, [x, x])
+    assert "input 1 (T1)" in err.message and "DataType.Half" in err.message
+    err = run_error(fd, [x, rand((3, 5)).astype(np.float16)])
+    assert "input 1 (T1)" in err.message and "axis 1" in err.message
+
+
+def test_a_failed_execution_leaves_the_fusion_usable(symbolic: FusionDefinition) -> None:
+    run_error(symbolic, [rand((3, 4)).astype(np.float64), 2])
+    x = rand((2, 5))
+    (out,) = symbolic.execute([x, -1])
+    np.testing.assert_array_equal(out, -x)
+
+
+def test_execute_before_the_definition_is_complete() -> None:
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1], contiguity=[True])
+        fd.add_output(t0)
+        with pytest.raises(FuserError, match="complete definition"):
+            fd.execute([rand((3,))])
+
+
+def test_empty_inputs_have_no_layout_to_contradict() -> None:
+    """NumPy gives empty arrays zero strides; contiguity cannot be wrong without elements."""
+    fd = make_fusion([-1, -1], [True, True])
+    for shape in [(0, 3), (3, 0), (0, 0)]:
+        (out,) = fd.execute([np.zeros(shape, np.float32), 2])
+        assert out.shape == shape
+        assert out.dtype == np.float32
