@@ -1,0 +1,161 @@
+"""Loading nvFuser repro scripts as pasted, without running them.
+
+    script = load_repro("repro.py")          # or the script's text
+    for ld in script.definitions:
+        print(ld.name, ld.fd.fusion_ir())
+        outputs = ld.fd.execute(ld.materialize_inputs(seed=0))
+
+The script is parsed with `ast` and interpreted (repro_interpreter): its fd calls
+build our real FusionDefinition, its torch calls become lazy input specs, and nothing
+in it is imported, executed or evaluated by Python. What it does outside the subset is
+refused: outside a definition the refusal is kept in `problems` and loading goes on;
+a definition that cannot be built is a problem too, unless no definition could be
+built at all, in which case loading raises its FuserError.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any
+
+from fuser_core.errors import FuserError, SourceLocation
+from fuser_core.frontend.fusion_definition import FusionDefinition
+from fuser_core.frontend.input_spec import InputSpec, materialize_inputs
+from fuser_core.frontend.repro_interpreter import DefinitionRecord, ReproInterpreter, to_input_specs
+
+TEXT_SOURCE = "<repro>"
+
+
+@dataclass
+class LoadedDefinition:
+    """One fusion of the script: its name (the definition function's, or the with-block's
+    variable), the completed FusionDefinition, the line it starts on, and its inputs."""
+
+    name: str
+    fd: FusionDefinition
+    lineno: int
+    inputs: list[InputSpec] | None = None
+
+    def materialize_inputs(self, seed: int = 0) -> list[Any]:
+        """NumPy arrays and Python scalars for `fd.execute`, each input from its own stream."""
+        if self.inputs is None:
+            raise FuserError(f"the script gives no inputs for {self.name}")
+        return materialize_inputs(self.inputs, seed)
+
+
+@dataclass
+class ReproScript:
+    source: str
+    definitions: list[LoadedDefinition]
+    inputs: list[InputSpec] | None = None
+    problems: list[FuserError] = field(default_factory=list)
+    text: str = ""
+
+    def definition(self, name: str) -> LoadedDefinition:
+        for ld in self.definitions:
+            if ld.name == name:
+                return ld
+        raise FuserError(f"{self.source} has no definition {name!r}; it has {[d.name for d in self.definitions]}")
+
+
+def load_repro(path_or_text: str | os.PathLike[str]) -> ReproScript:
+    """Load a repro script from a file path or from its text. Raises only FuserError."""
+    source = TEXT_SOURCE
+    try:
+        source, text = _read(path_or_text)
+        lines = text.split("\n")
+        interpreter = ReproInterpreter(source, lines)
+        interpreter.run(_parse(text, source, lines))
+        return _assemble(source, text, interpreter)
+    except FuserError:
+        raise
+    except Exception as err:  # a bug of ours must still reach the user as one line
+        raise FuserError(f"internal error while loading {source}: {type(err).__name__}: {err}") from err
+
+
+def _read(path_or_text: str | os.PathLike[str]) -> tuple[str, str]:
+    if isinstance(path_or_text, os.PathLike):
+        path = os.fspath(path_or_text)
+    elif isinstance(path_or_text, str) and "\n" not in path_or_text and os.path.isfile(path_or_text):
+        path = path_or_text
+    elif isinstance(path_or_text, str):
+        return TEXT_SOURCE, _clean(path_or_text)
+    else:
+        raise FuserError(f"load_repro takes a path or a script's text, got {type(path_or_text).__name__}")
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            return str(path), _clean(f.read())
+    except UnicodeDecodeError as err:
+        raise FuserError(f"{path} is not UTF-8 text: {err.reason} at byte {err.start}") from err
+    except OSError as err:
+        raise FuserError(f"cannot read {path}: {err.strerror or err}") from err
+
+
+def _clean(text: str) -> str:
+    """As pasted: Windows newlines, Markdown code fences and a common indent are dropped
+    (fence lines become blank, so line numbers stay those of the paste)."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = ["" if line.lstrip().startswith("```") else line for line in lines]
+    return textwrap.dedent("\n".join(lines))
+
+
+def _parse(text: str, source: str, lines: list[str]) -> ast.Module:
+    try:
+        return ast.parse(text, filename=source)
+    except SyntaxError as err:
+        lineno = err.lineno or 1
+        line = lines[lineno - 1] if 0 < lineno <= len(lines) else ""
+        raise FuserError(f"syntax error: {err.msg}", location=SourceLocation(source, lineno, line)) from err
+    except (ValueError, RecursionError, MemoryError) as err:
+        raise FuserError(f"cannot parse {source}: {err}") from err
+
+
+def _assemble(source: str, text: str, interpreter: ReproInterpreter) -> ReproScript:
+    records = sorted(interpreter.records, key=lambda r: r.lineno)
+    if not records:
+        raise FuserError(f"{source} has no fusion definition: expected `with FusionDefinition() as fd:`")
+    built = [r for r in records if r.error is None]
+    if not built:
+        raise records[0].error  # type: ignore[misc]
+    problems = list(interpreter.problems) + [r.error for r in records if r.error is not None]
+    definitions = []
+    for record in built:
+        inputs = record.inputs if record.inputs is not None else _nearby_inputs(record, records, interpreter, problems)
+        _check_count(record, inputs, interpreter, problems)
+        definitions.append(LoadedDefinition(record.name, record.fd, record.lineno, inputs))
+    problems.sort(key=lambda e: e.location.lineno if e.location else 0)
+    first_inputs = definitions[0].inputs
+    return ReproScript(source, definitions, first_inputs, problems, text)
+
+
+def _nearby_inputs(
+    record: DefinitionRecord, records: list[DefinitionRecord], interpreter: ReproInterpreter, problems: list[FuserError]
+) -> list[InputSpec] | None:
+    """`inputs = [...]` / `ins = [...]` that the script never passed to execute: the first
+    after the definition (before the next one), else the last before it."""
+    end = min((r.lineno for r in records if r.lineno > record.lineno), default=None)
+    after = [a for a in interpreter.input_assignments if a[0] > record.lineno and (end is None or a[0] < end)]
+    before = [a for a in interpreter.input_assignments if a[0] < record.lineno]
+    chosen = after[0] if after else (before[-1] if before else None)
+    if chosen is None:
+        return None
+    try:
+        return to_input_specs(chosen[1], "inputs")
+    except FuserError as err:
+        err.location = interpreter.location(chosen[0])
+        problems.append(err)
+        return None
+
+
+def _check_count(
+    record: DefinitionRecord, inputs: list[InputSpec] | None, interpreter: ReproInterpreter, problems: list[FuserError]
+) -> None:
+    if inputs is None:
+        return
+    expected = len(record.fd.fusion.inputs)
+    if len(inputs) != expected:
+        message = f"{record.name} takes {expected} inputs but the script gives {len(inputs)}"
+        problems.append(FuserError(message, location=interpreter.location(record.lineno)))
