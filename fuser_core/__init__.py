@@ -8,15 +8,28 @@ graphviz or CuPy.
 from fuser_core.errors import FuserError, InternalError, SourceLocation
 from fuser_core.frontend.fusion_definition import FusionDefinition
 from fuser_core.frontend.handles import Scalar, Tensor, Vector
+from fuser_core.frontend.input_spec import ScalarSpec, TensorSpec
+from fuser_core.frontend.repro_loader import LoadedDefinition, ReproScript, load_repro
 from fuser_core.ir.dtype import DataType
+from fuser_core.options import DisableOption, DumpOption, EnableOption, dump_sink, options
 
 __all__ = [
     "DataType",
+    "DisableOption",
+    "DumpOption",
+    "EnableOption",
     "FuserError",
     "FusionDefinition",
     "InternalError",
+    "LoadedDefinition",
+    "ReproScript",
     "Scalar",
+    "ScalarSpec",
     "SourceLocation",
     "Tensor",
+    "TensorSpec",
     "Vector",
+    "dump_sink",
+    "load_repro",
+    "options",
 ]

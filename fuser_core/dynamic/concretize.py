@@ -8,9 +8,11 @@ Steps, in order:
    splits, broadcast);
 3. resized, expanded and factory axes get their IterType; a resize by (0, 0) is
    dropped;
-4. the constants of step 1 are substituted throughout (extents fold);
-5. the remaining Symbolic axes, downstream of the above, take the IterType of the
-   producer axes they map to.
+4. the remaining Symbolic axes, downstream of the above, take the IterType of the
+   producer axes they map to;
+5. the constants of step 1 are substituted throughout (extents fold).
+Steps 2, 3 and 4 happen op by op in topological order, so each op sees concrete
+producers.
 """
 
 from __future__ import annotations
@@ -45,16 +47,28 @@ class _Concretizer:
         self.substitutions: dict[int, Scalar] = {}
 
     def run(self) -> None:
+        """One pass in topological order: every op sees concrete producers."""
         self._empty_extents()
-        for entry in self.info.reshapes:
-            self._reshape(entry.tv, entry)
-        for resize in self.info.resizes:
-            self._resize(resize)
-        for axis_entry in (*self.info.expands, *self.info.factories):
-            self._axis(axis_entry)
+        reshapes = {e.tv: e for e in self.info.reshapes}
+        resizes: dict[int, list[ResizeEntry]] = {}
+        for r in self.info.resizes:
+            resizes.setdefault(r.tv, []).append(r)
+        axes: dict[int, list[AxisEntry]] = {}
+        for a in (*self.info.expands, *self.info.factories):
+            axes.setdefault(a.tv, []).append(a)
+        for expr in self.fusion.exprs():
+            outputs = [o for o in expr.outputs if isinstance(o, TensorView)]
+            if len(outputs) == 1 and outputs[0].name in reshapes:
+                self._reshape(outputs[0].name, reshapes[outputs[0].name])
+                continue
+            for out in outputs:
+                for axis_entry in axes.get(out.name, []):  # factories have no producer to follow
+                    self._axis(axis_entry)
+                self._resolve_outputs(expr, out)
+                for resize in resizes.get(out.name, []):  # after its root axes are resolved
+                    self._resize(resize)
         if self.substitutions:
             substitute_scalars(self.fusion, self.substitutions)
-        self._propagate_iter_types()
         self._check_no_symbolic()
 
     def _tv(self, name: int) -> TensorView:
@@ -122,12 +136,6 @@ class _Concretizer:
         else:
             new = old.clone_with(iter_type=IterType.Iteration)
         replace_id(self.fusion, old, new)
-
-    def _propagate_iter_types(self) -> None:
-        for expr in self.fusion.exprs():
-            for out in expr.outputs:
-                if isinstance(out, TensorView):
-                    self._resolve_outputs(expr, out)
 
     def _resolve_outputs(self, expr: Expr, out: TensorView) -> None:
         producers = producers_of(expr, out)

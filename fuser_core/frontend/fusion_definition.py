@@ -106,6 +106,8 @@ class FusionDefinition:
     ) -> Tensor:
         if sizes is None or strides is None or len(sizes) != len(strides):
             raise FuserError("sizes and strides must both be given, with one entry per axis", op="define_tensor")
+        if is_cpu and sizes:
+            raise FuserError("is_cpu=True is only for 0-D scalar tensors", op="define_tensor")
         contiguity, order = describe_strides(list(sizes), list(strides))
         shape = [s if (static_sizes or s == 1) else -1 for s in sizes]
         tv = tensor_input(shape, contiguity, dtype, order)

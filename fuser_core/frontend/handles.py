@@ -8,7 +8,7 @@ frontend does.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.scalar import Scalar as IrScalar
@@ -172,7 +172,15 @@ class Vector:
     def __len__(self) -> int:
         return len(self.vals)
 
-    def __getitem__(self, i: int) -> Scalar:
+    @overload
+    def __getitem__(self, i: int) -> Scalar: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Vector: ...
+
+    def __getitem__(self, i: int | slice) -> Scalar | Vector:
+        if isinstance(i, slice):
+            return Vector(self._fd, self.vals[i])
         return Scalar(self._fd, self.vals[i])
 
     def __iter__(self) -> Iterator[Scalar]:

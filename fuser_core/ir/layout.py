@@ -16,7 +16,8 @@ def stride_order_of(sizes: list[int], strides: list[int]) -> list[int]:
 
 
 def describe_strides(sizes: list[int], strides: list[int]) -> tuple[list[bool | None], list[int]]:
-    """Contiguity (allocation order, None for size-1 axes) and stride order."""
+    """Contiguity (allocation order; None for size-1 axes and for expanded ones, whose
+    stride is 0) and stride order."""
     rank = len(sizes)
     order = stride_order_of(sizes, strides)
     alloc = sorted(range(rank), key=lambda i: -order[i])  # outermost first
@@ -24,7 +25,7 @@ def describe_strides(sizes: list[int], strides: list[int]) -> tuple[list[bool | 
     expected = 1
     for k in reversed(range(rank)):
         axis = alloc[k]
-        if sizes[axis] == 1:
+        if sizes[axis] == 1 or strides[axis] == 0:
             continue
         contiguity[k] = strides[axis] == expected
         expected = strides[axis] * sizes[axis]

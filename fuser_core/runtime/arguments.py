@@ -175,8 +175,16 @@ def _check_contiguity(label: str, tv: TensorView, arg: TensorArg) -> None:
             continue
         want = 1 if expected is None else expected
         if contiguous and stride != want:
+            layout = "row-major" if domain.allocation is None else f"in the stride order {_stride_order(tv)}"
             raise FuserError(
                 f"{label} axis {pos} has stride {stride} but the fusion declares it contiguous "
-                f"(stride {want}); pass a contiguous array or define it with contiguity False"
+                f"(stride {want}): pass an array laid out {layout}, or define it with contiguity False"
             )
         expected = stride * size
+
+
+def _stride_order(tv: TensorView) -> list[int]:
+    """The declared stride order: entry i ranks axis i's stride (0 = fastest)."""
+    alloc = tv.domain.maybe_allocation
+    rank = len(alloc)
+    return [rank - 1 - next(k for k, a in enumerate(alloc) if a is d) for d in tv.domain.logical]

@@ -46,7 +46,8 @@ def _output_value(fusion: Fusion, out: Any, value: Any) -> Any:
         return value
     array = np.asarray(value).astype(out.dtype.numpy, copy=False)
     order = fusion.output_stride_order.get(out)
-    return with_stride_order(array, order) if order else np.array(array, copy=True)
+    # Without a required stride order an output is row-major, as nvFuser allocates it.
+    return with_stride_order(array, order) if order else np.array(array, order="C", copy=True)
 
 
 def with_stride_order(array: np.ndarray, stride_order: Sequence[int]) -> np.ndarray:

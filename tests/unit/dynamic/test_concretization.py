@@ -155,3 +155,17 @@ def test_pad_that_would_make_a_negative_extent_is_a_fuser_error():
     x = np.ones((4, 10), np.float32)
     with pytest.raises(FuserError, match="size -1"):
         fd.execute([x, 3, -8])
+
+
+def test_chained_dynamic_reshapes_with_an_op_between():
+    """The second reshape is concretized after the op between has concrete axes."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        s1 = fd.define_scalar(None, dtype=DataType.Int)
+        t2 = fd.ops.reshape(t0, new_shape=[s1, -1])
+        t3 = fd.ops.relu(t2)
+        fd.add_output(fd.ops.reshape(t3, new_shape=[-1]))
+    x = np.random.default_rng(5).standard_normal((3, 64), dtype=np.float32)
+    (out,) = fd.execute([x, 4])
+    np.testing.assert_array_equal(out, np.maximum(x, 0).reshape(-1))
+    assert "?S" not in print_kernel(fd.executor_cache.last_runtime.fusion)

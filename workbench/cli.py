@@ -1,0 +1,110 @@
+"""`fuser-wb`: the workbench's command line.
+
+    fuser-wb [FILE]                  open a repro script (the TUI is not built yet:
+                                     for now this prints its IR, as `dump` does)
+    fuser-wb dump FILE               print each definition's IR and input specs
+    fuser-wb dump FILE --dump NAMES  run each definition on its script's inputs
+                                     (reference backend) and print the named dumps
+    fuser-wb samples                 list the bundled sample fusions
+
+FILE is a path or the name of a bundled sample (`rope_litgpt`). Exit status is 0 when
+everything loaded (and ran), 1 with a one-line error otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from fuser_core import DumpOption, FuserError, LoadedDefinition, load_repro, options
+
+SAMPLES_DIR = Path(__file__).resolve().parent.parent / "sample_fusions"
+
+
+def resolve_script(name: str) -> Path:
+    """A path as given, or a bundled sample by name (with or without `.py`)."""
+    path = Path(name)
+    if path.exists():
+        return path
+    candidate = SAMPLES_DIR / (name if name.endswith(".py") else f"{name}.py")
+    if candidate.exists():
+        return candidate
+    raise FuserError(f"no such file or bundled sample: {name} (try `fuser-wb samples`)")
+
+
+def list_samples(out: TextIO) -> int:
+    for path in sorted(SAMPLES_DIR.glob("*.py")):
+        out.write(f"{path.stem:36} {_first_comment(path)}\n")
+    return 0
+
+
+def _first_comment(path: Path) -> str:
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text = line.strip().lstrip("#").strip()
+        if line.startswith("#") and text:
+            return text
+    return ""
+
+
+def print_definition(loaded: LoadedDefinition, out: TextIO) -> None:
+    out.write(f"== {loaded.name} (line {loaded.lineno})\n")
+    out.write(loaded.fd.fusion_ir())
+    if loaded.inputs is None:
+        out.write("Input specs: none in the script\n")
+        return
+    out.write("Input specs:\n")
+    for index, spec in enumerate(loaded.inputs):
+        out.write(f"  {index}: {spec.describe()}\n")
+
+
+def dump(script: str, dumps: str, enable: str, disable: str, out: TextIO) -> int:
+    repro = load_repro(resolve_script(script))
+    for problem in repro.problems:
+        out.write(f"note: skipped {problem.one_line()}\n")
+    for loaded in repro.definitions:
+        if not dumps:
+            print_definition(loaded, out)
+            continue
+        if loaded.inputs is None:
+            raise FuserError(f"{loaded.name} has no inputs in the script to run it with")
+        out.write(f"== {loaded.name} (line {loaded.lineno})\n")
+        out.flush()
+        with options(dump=dumps, enable=enable, disable=disable):
+            loaded.fd.execute(loaded.materialize_inputs(seed=0))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fuser-wb", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command")
+    dump_cmd = sub.add_parser("dump", help="print a script's fusions, or run them with dumps")
+    dump_cmd.add_argument("file")
+    dump_cmd.add_argument("--dump", default="", help="comma-separated dump names: " + ", ".join(DumpOption.__members__))
+    dump_cmd.add_argument("--enable", default="", help="comma-separated enable options")
+    dump_cmd.add_argument("--disable", default="", help="comma-separated disable options")
+    sub.add_parser("samples", help="list the bundled sample fusions")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    out = out if out is not None else sys.stdout
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] not in ("dump", "samples", "-h", "--help"):
+        args_list = ["dump", *args_list]  # `fuser-wb FILE`: the TUI's place, printing for now
+    if not args_list:
+        args_list = ["dump", "issue785_reduction_pow"]
+    args = _parser().parse_args(args_list)
+    try:
+        if args.command == "samples":
+            return list_samples(out)
+        return dump(args.file, args.dump, args.enable, args.disable, out)
+    except FuserError as err:
+        sys.stderr.write(f"fuser-wb: {err.one_line()}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
