@@ -139,9 +139,11 @@ def options(
     dump: Iterable[str] | str = (),
     enable: Iterable[str] | str = (),
     disable: Iterable[str] | str = (),
+    source: str = "options()",
 ) -> Iterator[Options]:
-    """Add options for the duration of a `with` block."""
-    merged = current_options().merged(dump, enable, disable)
+    """Add options for the duration of a `with` block; `source` names where they came
+    from in the error an unknown name raises."""
+    merged = current_options().merged(dump, enable, disable, source)
     token = _override.set(merged)
     try:
         yield merged

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from fuser_core import DumpOption, FuserError, LoadedDefinition, load_repro, options
+from fuser_core import DumpOption, FuserError, LoadedDefinition, dump_sink, load_repro, options
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "sample_fusions"
 
@@ -61,20 +61,30 @@ def print_definition(loaded: LoadedDefinition, out: TextIO) -> None:
 
 
 def dump(script: str, dumps: str, enable: str, disable: str, out: TextIO) -> int:
-    repro = load_repro(resolve_script(script))
-    for problem in repro.problems:
-        out.write(f"note: skipped {problem.one_line()}\n")
-    for loaded in repro.definitions:
-        if not dumps:
-            print_definition(loaded, out)
-            continue
-        if loaded.inputs is None:
-            raise FuserError(f"{loaded.name} has no inputs in the script to run it with")
-        out.write(f"== {loaded.name} (line {loaded.lineno})\n")
-        out.flush()
-        with options(dump=dumps, enable=enable, disable=disable):
-            loaded.fd.execute(loaded.materialize_inputs(seed=0))
+    with options(dump=dumps, enable=enable, disable=disable, source="the command line"):
+        # Names are checked above, before anything loads; dumps go where `out` goes.
+        repro = load_repro(resolve_script(script))
+        for problem in repro.problems:
+            out.write(f"note: skipped {problem.one_line()}\n")
+        with dump_sink(lambda option, text: _write_line(out, text)):
+            for loaded in repro.definitions:
+                run_or_print(loaded, bool(dumps), out)
     return 0
+
+
+def run_or_print(loaded: LoadedDefinition, run: bool, out: TextIO) -> None:
+    if not run:
+        print_definition(loaded, out)
+        return
+    if loaded.inputs is None:
+        raise FuserError(f"{loaded.name} has no inputs in the script to run it with")
+    out.write(f"== {loaded.name} (line {loaded.lineno})\n")
+    loaded.fd.execute(loaded.materialize_inputs(seed=0))
+
+
+def _write_line(out: TextIO, text: str) -> None:
+    out.write(text if text.endswith("\n") else text + "\n")
+    out.flush()
 
 
 def _parser() -> argparse.ArgumentParser:
