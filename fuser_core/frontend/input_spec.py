@@ -34,6 +34,10 @@ _DEFAULT_INT_RANGE = {"make_tensor": (-9, 10)}
 _INT_RANGE = (0, 10)
 _MAKE_TENSOR_FLOAT_RANGE = (-9.0, 9.0)
 
+MAX_RANK = 64  # dimensions of an input tensor
+MAX_EXTENT = 2**63  # sizes, strides and offsets are int64s, as in torch
+MAX_COPY_CHAIN = 32  # specs copied from specs copied from ... (`x = x > 0` in a loop)
+
 PythonScalar = bool | int | float | complex
 
 
@@ -127,6 +131,8 @@ class TensorSpec:
     requires_grad: bool = False
 
     def __post_init__(self) -> None:
+        if len(self.shape) > MAX_RANK:
+            raise FuserError(f"a tensor of {len(self.shape)} dimensions has more than {MAX_RANK}")
         shape = _int_tuple(self.shape, "shape")
         strides = contiguous_strides(shape) if self.strides is None else _int_tuple(self.strides, "strides")
         object.__setattr__(self, "shape", shape)
@@ -137,6 +143,8 @@ class TensorSpec:
             raise FuserError(f"unknown tensor kind {self.kind!r}; known: {', '.join(sorted(TENSOR_KINDS))}")
         if self.compare is not None and self.compare not in COMPARISONS:
             raise FuserError(f"unknown comparison {self.compare!r}")
+        if self.copy_depth > MAX_COPY_CHAIN:
+            raise FuserError(f"a tensor copied from a copy more than {MAX_COPY_CHAIN} times deep is not supported")
         if self.storage_size is None:
             object.__setattr__(self, "storage_size", self._default_storage_size())
         self._check_storage()
@@ -171,6 +179,14 @@ class TensorSpec:
     @property
     def numel(self) -> int:
         return math.prod(self.shape)
+
+    @property
+    def copy_depth(self) -> int:
+        """How many copies lie between this spec and the one whose values are drawn."""
+        depth, source = 0, self.source
+        while source is not None and depth <= MAX_COPY_CHAIN:
+            depth, source = depth + 1, source.source
+        return depth
 
     @property
     def nbytes(self) -> int:
@@ -233,13 +249,42 @@ class TensorSpec:
 InputSpec = TensorSpec | ScalarSpec
 
 
-def materialize_inputs(specs: Sequence[InputSpec], seed: int = 0) -> list[Any]:
-    """Each input from its own stream, so two same-shaped randn inputs differ."""
+def materialize_inputs(
+    specs: Sequence[InputSpec], seed: int = 0, *, max_bytes: int | None = None, owner: str = "the fusion"
+) -> list[Any]:
+    """Each input from its own stream, so two same-shaped randn inputs differ. Refused
+    before anything is allocated when they need more than `max_bytes`; running out of
+    memory on the way is a FuserError too. `owner` names the fusion in those errors."""
+    need = input_bytes(specs)
+    if max_bytes is not None and need > max_bytes:
+        raise FuserError(
+            f"{owner}'s inputs need {format_bytes(need)}; the limit is {format_bytes(max_bytes)} (--max-input-bytes)"
+        )
     out: list[Any] = []
     for index, spec in enumerate(specs):
         stream = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
-        out.append(spec.materialize(stream))
+        try:
+            out.append(spec.materialize(stream))
+        except MemoryError as err:  # numpy's _ArrayMemoryError among them
+            raise FuserError(
+                f"out of memory making input {index} of {owner} ({spec.describe()}); "
+                f"its inputs need {format_bytes(need)} in all"
+            ) from err
+        except (ValueError, OverflowError) as err:  # a fill value that does not fit the dtype
+            raise FuserError(f"cannot make input {index} of {owner} ({spec.describe()}): {err}") from err
     return out
+
+
+def input_bytes(specs: Sequence[InputSpec]) -> int:
+    """Bytes that materializing `specs` allocates: each storage, and the storages of the
+    tensors a copy is made from."""
+    total = 0
+    for spec in specs:
+        source: InputSpec | None = spec
+        while source is not None:
+            total += source.nbytes
+            source = source.source if isinstance(source, TensorSpec) else None
+    return total
 
 
 def _int_tuple(values: Sequence[Any], what: str) -> tuple[int, ...]:
@@ -249,6 +294,8 @@ def _int_tuple(values: Sequence[Any], what: str) -> tuple[int, ...]:
             raise FuserError(f"{what} entries must be ints, got {v!r} in {list(result)}")
         if v < 0:
             raise FuserError(f"{what} entries must not be negative, got {list(result)}")
+        if v >= MAX_EXTENT:
+            raise FuserError(f"{what} entry {v} does not fit an int64")
     return tuple(int(v) for v in result)
 
 

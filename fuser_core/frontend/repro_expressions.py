@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import itertools
 import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,16 +23,32 @@ from fuser_core.frontend.fusion_definition import FusionDefinition
 from fuser_core.frontend.handles import Scalar, Tensor, Vector
 from fuser_core.frontend.input_spec import TensorSpec
 from fuser_core.frontend.operators import Operators
-from fuser_core.frontend.script_builtins import MAX_SEQUENCE, REFUSED_BUILTINS, bounded
-from fuser_core.frontend.script_values import Ignored, Namespace, Opaque, SafeFunction, Unavailable
+from fuser_core.frontend.script_builtins import (
+    MAX_INT_BITS,
+    MAX_SEQUENCE,
+    MAX_STRING,
+    REFUSED_BUILTINS,
+    bounded,
+    check_int,
+    length,
+)
+from fuser_core.frontend.script_values import (
+    Ignored,
+    Namespace,
+    Opaque,
+    SafeFunction,
+    Unavailable,
+    flat_size,
+    nested_size,
+)
 from fuser_core.frontend.torch_subset import compare as compare_specs
 from fuser_core.frontend.torch_subset import spec_attribute
 from fuser_core.ir.dtype import DataType
 
-MAX_STEPS = 1_000_000  # AST nodes evaluated in one load: bounds loops
+MAX_STEPS = 500_000  # AST nodes evaluated in one load: bounds loops (about a second)
 MAX_WORK = 2_000_000  # list, string and data items a script may create or scan in one load
-MAX_INT_BITS = 1024
-MAX_STRING = 100_000
+MAX_LINE_SHOWN = 200  # characters of a script line that an error quotes
+MAX_UNPARSED = 100  # AST nodes that an error message quotes as source text
 
 BINARY_OPERATORS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
     ast.Add: ("+", operator.add), ast.Sub: ("-", operator.sub), ast.Mult: ("*", operator.mul),
@@ -71,6 +88,8 @@ def refusal(node: ast.AST) -> FuserError:
 
 
 def source_text(node: ast.AST, limit: int = 60) -> str:
+    if next(itertools.islice(ast.walk(node), MAX_UNPARSED, None), None) is not None:
+        return f"<a long {type(node).__name__.lower()}>"  # unparsing it could take long
     text = ast.unparse(node)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -114,14 +133,21 @@ class ScriptFunction:
         return self.node.name
 
 
-class ExpressionEvaluator:
-    """Evaluates expression nodes; the statement interpreter builds on it."""
+class LoadLimitExceeded(FuserError):
+    """The script needs more steps or work than one load may take. Loading stops here:
+    every later statement would fail the same way."""
+
+
+class ScriptExpressions:
+    """Evaluates a script's expression nodes; the statement interpreter builds on it."""
 
     def __init__(self, filename: str, lines: list[str]) -> None:
         self.filename = filename
         self.lines = lines
         self.steps = 0
         self.work = 0
+        self._locations: dict[int, SourceLocation] = {}
+        self._calls_inside: dict[ast.AST, bool] = {}  # f-string parts: walked once, not per loop
 
     # -- hooks of the statement interpreter -------------------------------------------
     def call_script(self, fn: ScriptFunction, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -135,8 +161,10 @@ class ExpressionEvaluator:
 
     # -- bookkeeping ------------------------------------------------------------------
     def location(self, lineno: int) -> SourceLocation:
-        line = self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
-        return SourceLocation(self.filename, lineno, line)
+        if lineno not in self._locations:
+            line = self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
+            self._locations[lineno] = SourceLocation(self.filename, lineno, shown_line(line))
+        return self._locations[lineno]
 
     @contextlib.contextmanager
     def at_line(self, lineno: int) -> Iterator[None]:
@@ -150,16 +178,21 @@ class ExpressionEvaluator:
     def step(self) -> None:
         self.steps += 1
         if self.steps > MAX_STEPS:
-            raise FuserError(f"loading takes more than {MAX_STEPS} steps: loops this long are not supported")
+            raise limit_exceeded("step", f"it takes more than {MAX_STEPS} steps (loops this long are not supported)")
 
     def charge_count(self, count: int) -> None:
         self.work += count
         if self.work > MAX_WORK:
-            raise FuserError(f"loading makes or scans more than {MAX_WORK} list items; that is not supported")
+            raise limit_exceeded("work", f"it makes or scans more than {MAX_WORK} list items")
 
     def charge(self, *values: Any) -> None:
         """Count the items a step makes or scans, so no loop can spin on huge lists."""
-        self.charge_count(sum(_size(v) for v in values))
+        self.charge_count(sum(flat_size(v) for v in values))
+
+    def charge_nested(self, *values: Any) -> None:
+        """Count the items of `values` and of every list inside them, each time it
+        appears: what a comparison may scan, or a function handed them may walk."""
+        self.charge_count(nested_size(values, MAX_WORK - self.work))
 
     # -- evaluation -------------------------------------------------------------------
     def eval(self, node: ast.AST, scope: Scope) -> Any:
@@ -170,7 +203,7 @@ class ExpressionEvaluator:
         return handler(node, scope)
 
     def _eval_Constant(self, node: ast.Constant, scope: Scope) -> Any:
-        return node.value
+        return check_int(node.value, "this int literal")
 
     def _eval_Name(self, node: ast.Name, scope: Scope) -> Any:
         if node.id == "__name__":  # a loaded script is the main script
@@ -209,7 +242,7 @@ class ExpressionEvaluator:
         if isinstance(owner, (Tensor, Scalar, Vector)):
             return handle_attribute(owner, name)
         if isinstance(owner, list) and name in ("append", "extend"):
-            return SafeFunction(f"list.{name}", functools.partial(self._grow, owner, name))
+            return SafeFunction(f"list.{name}", functools.partial(self._grow, owner, name), shallow=True)
         if isinstance(owner, Opaque):
             raise FuserError(f"`.{name}` of {owner.what}: loading a script does not run it")
         return self.extra_attribute(owner, name)
@@ -257,9 +290,9 @@ class ExpressionEvaluator:
         if not isinstance(fn, SafeFunction):
             raise FuserError(f"`{source_text(node.func)}` ({kind_of(fn)}) cannot be called in a repro script")
         for value in [*args, *kwargs.values()]:
-            if isinstance(value, range) and len(value) > MAX_SEQUENCE:
-                raise FuserError(f"a range of {len(value)} items is too long to pass to {fn.name}")
-        self.charge(*args, *kwargs.values())
+            if isinstance(value, range) and length(value) > MAX_SEQUENCE:
+                raise FuserError(f"a range of {length(value)} items is too long to pass to {fn.name}")
+        (self.charge if fn.shallow else self.charge_nested)(*args, *kwargs.values())
         try:
             result = fn.impl(*args, **kwargs)
         except FuserError:
@@ -267,7 +300,7 @@ class ExpressionEvaluator:
         except Exception as err:
             raise FuserError(f"{type(err).__name__}: {err}", op=fn.name) from err
         self.charge(result)
-        return result
+        return check_int(result, f"the result of {fn.name}")
 
     # -- operators ----------------------------------------------------------------------
     def _eval_BinOp(self, node: ast.BinOp, scope: Scope) -> Any:
@@ -295,14 +328,21 @@ class ExpressionEvaluator:
         if op is ast.Add and isinstance(left, (list, tuple)) and type(left) is type(right):
             self.charge_count(len(left) + len(right))
             return left + right  # type: ignore[operator]
-        if op is ast.Mult and isinstance(left, (list, tuple)) != isinstance(right, (list, tuple)):
-            items, count = (left, right) if isinstance(left, (list, tuple)) else (right, left)
-            if isinstance(count, int) and not isinstance(count, bool):
-                if len(items) * count > MAX_SEQUENCE:
-                    raise FuserError(f"a list of {len(items) * count} items is too long for a repro script")
-                self.charge_count(len(items) * max(count, 0))
-                return items * count
+        if op is ast.Mult and isinstance(left, (list, tuple, str)) != isinstance(right, (list, tuple, str)):
+            return self._repeat(*((left, right) if isinstance(left, (list, tuple, str)) else (right, left)))
         raise FuserError(f"`{symbol}` between a {kind_of(left)} and a {kind_of(right)} is not supported")
+
+    def _repeat(self, items: list[Any] | tuple[Any, ...] | str, count: Any) -> Any:
+        """`[0] * n` and `"=" * n`, bounded before anything is made."""
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise FuserError(f"`*` between a {kind_of(items)} and a {kind_of(count)} is not supported")
+        total = len(items) * count
+        what, most = ("a string", MAX_STRING) if isinstance(items, str) else ("a list", MAX_SEQUENCE)
+        if total > most or count > most:
+            unit = "characters" if isinstance(items, str) else "items"
+            raise FuserError(f"`* {_short(count)}` makes {what} too long for a repro script (at most {most} {unit})")
+        self.charge_count(max(total, 0))
+        return items * count
 
     def _eval_UnaryOp(self, node: ast.UnaryOp, scope: Scope) -> Any:
         value = self.eval(node.operand, scope)
@@ -345,8 +385,10 @@ class ExpressionEvaluator:
     def compare(self, op: ast.cmpop, left: Any, right: Any) -> Any:
         if isinstance(op, (ast.Is, ast.IsNot)):
             return (left is right) == isinstance(op, ast.Is)
-        self.charge(left, right)
+        self.charge_nested(left, right)
         if isinstance(op, (ast.In, ast.NotIn)):
+            if isinstance(right, range) and type(left) not in (int, bool):  # only ints are found without a scan
+                self.charge_count(min(length(right), MAX_WORK + 1))
             if not isinstance(right, (list, tuple, str, range, dict)):
                 raise FuserError(f"`in` a {kind_of(right)} is not supported")
             try:
@@ -395,7 +437,7 @@ class ExpressionEvaluator:
         try:
             result = value[index]
         except (IndexError, KeyError) as err:
-            raise FuserError(f"index {index!r} is out of range for a {kind_of(value)} of {len(value)}") from err
+            raise FuserError(f"index {index!r} is out of range for a {kind_of(value)} of {length(value)}") from err
         if isinstance(index, slice):
             self.charge(result)
         return result
@@ -443,10 +485,14 @@ class ExpressionEvaluator:
         return text
 
     def _formatted(self, node: ast.expr, scope: Scope) -> str:
-        if any(isinstance(n, ast.Call) for n in ast.walk(node)):
+        if node not in self._calls_inside:
+            self._calls_inside[node] = any(isinstance(n, ast.Call) for n in ast.walk(node))
+        if self._calls_inside[node]:
             return "?"
         try:
             value = self.eval(node, scope)
+        except LoadLimitExceeded:
+            raise
         except FuserError:
             return "?"
         return str(value) if value is None or isinstance(value, (str, bool, int, float, complex)) else "?"
@@ -464,12 +510,14 @@ class ExpressionEvaluator:
         raise FuserError(f"assigning to `{source_text(target)}` is not supported in repro scripts")
 
 
-def _size(value: Any) -> int:
-    if isinstance(value, (list, tuple, str, dict)):
-        return len(value)
-    if isinstance(value, TensorSpec) and value.data is not None:
-        return len(value.data)
-    return 0
+def limit_exceeded(kind: str, what: str) -> LoadLimitExceeded:
+    here = current_location()
+    at = f" at line {here.lineno}" if here is not None else ""
+    return LoadLimitExceeded(f"script exceeds the loader's {kind} limit{at}: {what}")
+
+
+def shown_line(line: str) -> str:
+    return line if len(line) <= MAX_LINE_SHOWN else line[: MAX_LINE_SHOWN - 3] + "..."
 
 
 def unpack(value: Any, count: int) -> list[Any]:
@@ -500,15 +548,23 @@ def _handle_operator(symbol: str, fn: Callable[[Any, Any], Any], left: Any, righ
 
 
 def _number_operator(op: type, symbol: str, fn: Callable[[Any, Any], Any], left: Any, right: Any) -> Any:
+    check_int(left, f"the left operand of `{symbol}`")
+    check_int(right, f"the right operand of `{symbol}`")
+    shown = f"`{_short(left)} {symbol} {_short(right)}`"
     ints = isinstance(left, int) and isinstance(right, int)
     if ints and op is ast.Pow and right > 0 and abs(left) > 1 and right * abs(left).bit_length() > MAX_INT_BITS:
-        raise FuserError(f"`{left} ** {right}` is too large for a repro script")
+        raise FuserError(f"{shown} is too large for a repro script")
     if ints and op is ast.LShift and right > MAX_INT_BITS:
-        raise FuserError(f"`{left} << {right}` is too large for a repro script")
+        raise FuserError(f"{shown} is too large for a repro script")
     try:
         result = fn(left, right)
     except (ArithmeticError, ValueError, TypeError) as err:
-        raise FuserError(f"`{left!r} {symbol} {right!r}`: {err}") from err
+        raise FuserError(f"{shown}: {err}") from err
     if isinstance(result, int) and result.bit_length() > MAX_INT_BITS:
-        raise FuserError(f"`{left} {symbol} {right}` is too large for a repro script")
+        raise FuserError(f"{shown} is too large for a repro script")
     return result
+
+
+def _short(number: Any) -> str:
+    text = repr(number)
+    return text if len(text) <= 24 else f"{text[:10]}...({len(text)} digits)"

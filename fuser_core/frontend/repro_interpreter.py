@@ -7,7 +7,8 @@ definition, a refused statement is recorded as a problem and loading goes on; in
 one, it fails that definition.
 
 Loops outside a definition run their body once: there they repeat an execution for
-timing, and once is enough to see which definition and inputs they use.
+timing, and once is enough to see which definition and inputs they use. A script that
+exceeds the loader's step or work limit stops loading where it does (`limit_error`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ from fuser_core.errors import FuserError, at_location
 from fuser_core.frontend.frontend_access import kind_of
 from fuser_core.frontend.fusion_definition import FusionDefinition
 from fuser_core.frontend.input_spec import InputSpec, ScalarSpec, TensorSpec
-from fuser_core.frontend.repro_expressions import ExpressionEvaluator, Scope, ScriptFunction, refusal
+from fuser_core.frontend.repro_expressions import (
+    LoadLimitExceeded,
+    Scope,
+    ScriptExpressions,
+    ScriptFunction,
+    refusal,
+    source_text,
+)
 from fuser_core.frontend.script_builtins import BUILTINS, MODULES
 from fuser_core.frontend.script_values import Ignored, Opaque, PassContext, Unavailable
 
@@ -99,24 +107,35 @@ def takes_fd(node: ast.FunctionDef) -> bool:
     params = [*args.posonlyargs, *args.args]
     if len(params) != 1 or args.kwonlyargs or args.vararg or args.kwarg:
         return False
-    annotation = ast.unparse(params[0].annotation) if params[0].annotation else ""
-    return params[0].arg == "fd" or annotation.endswith("FusionDefinition")
+    annotation = params[0].annotation
+    name = annotation.id if isinstance(annotation, ast.Name) else ""
+    name = annotation.attr if isinstance(annotation, ast.Attribute) else name
+    return params[0].arg == "fd" or name.endswith("FusionDefinition")
 
 
-class ReproInterpreter(ExpressionEvaluator):
+class ReproInterpreter(ScriptExpressions):
     def __init__(self, filename: str, lines: list[str]) -> None:
         super().__init__(filename, lines)
         self.module = Scope({}, Scope(dict(BUILTINS)))
         self.records: list[DefinitionRecord] = []
         self.problems: list[FuserError] = []
         self.input_assignments: list[tuple[int, Any]] = []
+        self.limit_error: LoadLimitExceeded | None = None  # why loading stopped early
         self._defining: list[DefinitionRecord] = []
         self._tests: list[str] = []
-        self._loops = [0]  # loops under way in each running function, the module first
+        self._call_depth = 0  # script functions (and tests) running
+        self._loop_depths = [0]  # loops under way in each running function, the module first
 
     # -- the module -----------------------------------------------------------------------
     def run(self, tree: ast.Module) -> None:
-        """The module body, then what pytest would run and definition functions nothing calls."""
+        """The module body, then what pytest would run and definition functions nothing
+        calls; a step or work limit stops it all and is kept in `limit_error`."""
+        try:
+            self._run_module(tree)
+        except LoadLimitExceeded as err:
+            self.limit_error = err
+
+    def _run_module(self, tree: ast.Module) -> None:
         self.exec_block(tree.body, self.module)
         referenced = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         for node in tree.body:
@@ -137,6 +156,8 @@ class ReproInterpreter(ExpressionEvaluator):
             try:
                 self._bind_unknown(node, scope, self_value)
                 self._run_body(ScriptFunction(node, self.module), scope)
+            except LoadLimitExceeded:
+                raise
             except Exception as err:  # what the body's statements did not already keep
                 self.problems.append(as_fuser_error(err))
             finally:
@@ -178,6 +199,9 @@ class ReproInterpreter(ExpressionEvaluator):
         self._defining.append(record)
         try:
             _inside(fd, body)
+        except LoadLimitExceeded as err:
+            record.error = err
+            raise
         except FuserError as err:
             record.error = err
         except Exception as err:
@@ -229,7 +253,7 @@ class ReproInterpreter(ExpressionEvaluator):
 
     # -- functions ----------------------------------------------------------------------------
     def call_script(self, fn: ScriptFunction, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if len(self._loops) > MAX_CALL_DEPTH:
+        if self._call_depth >= MAX_CALL_DEPTH:
             raise FuserError(f"functions nest more than {MAX_CALL_DEPTH} calls deep", op=fn.name)
         scope = fn.closure.child()
         self._bind(fn, args, kwargs, scope)
@@ -239,13 +263,15 @@ class ReproInterpreter(ExpressionEvaluator):
         return self._run_body(fn, scope)
 
     def _run_body(self, fn: ScriptFunction, scope: Scope) -> Any:
-        self._loops.append(0)
+        self._call_depth += 1
+        self._loop_depths.append(0)
         try:
             self.exec_block(fn.node.body, scope)
         except _Return as ret:
             return ret.value
         finally:
-            self._loops.pop()
+            self._loop_depths.pop()
+            self._call_depth -= 1
         return None
 
     def _bind(self, fn: ScriptFunction, args: list[Any], kwargs: dict[str, Any], scope: Scope) -> None:
@@ -292,11 +318,13 @@ class ReproInterpreter(ExpressionEvaluator):
                 if self._has_target(signal):
                     raise
                 self._failed(stmt, scope, FuserError(f"`{signal.keyword}` outside a function or loop"), signal)
+            except LoadLimitExceeded:
+                raise  # every later statement would fail the same way
             except Exception as err:
                 self._failed(stmt, scope, as_fuser_error(err), err)
 
     def _has_target(self, signal: _Signal) -> bool:
-        return len(self._loops) > 1 if isinstance(signal, _Return) else self._loops[-1] > 0
+        return self._call_depth > 0 if isinstance(signal, _Return) else self._loop_depths[-1] > 0
 
     def _failed(self, stmt: ast.stmt, scope: Scope, error: FuserError, cause: BaseException) -> None:
         """Inside a definition the error fails it; elsewhere the statement is skipped."""
@@ -337,7 +365,7 @@ class ReproInterpreter(ExpressionEvaluator):
 
     def _exec_AugAssign(self, stmt: ast.AugAssign, scope: Scope) -> None:
         if not isinstance(stmt.target, ast.Name):
-            raise FuserError(f"`{ast.unparse(stmt)}`: augmented assignment is only supported on names")
+            raise FuserError(f"`{source_text(stmt)}`: augmented assignment is only supported on names")
         current = self.eval(ast.Name(stmt.target.id, ast.Load()), scope)
         self.assign(stmt.target, self.binary(type(stmt.op), current, self.eval(stmt.value, scope)), scope)
 
@@ -356,11 +384,11 @@ class ReproInterpreter(ExpressionEvaluator):
         self.exec_block(stmt.body if self.truth(self.eval(stmt.test, scope)) else stmt.orelse, scope)
 
     def _exec_For(self, stmt: ast.For, scope: Scope) -> None:
-        self._loops[-1] += 1
+        self._loop_depths[-1] += 1
         try:
             self._loop(stmt, scope)
         finally:
-            self._loops[-1] -= 1
+            self._loop_depths[-1] -= 1
 
     def _loop(self, stmt: ast.For, scope: Scope) -> None:
         once = not self._defining

@@ -10,7 +10,9 @@ build our real FusionDefinition, its torch calls become lazy input specs, and no
 in it is imported, executed or evaluated by Python. What it does outside the subset is
 refused: outside a definition the refusal is kept in `problems` and loading goes on;
 a definition that cannot be built is a problem too, unless no definition could be
-built at all, in which case loading raises its FuserError.
+built at all, in which case loading raises its FuserError. A script longer than
+MAX_SOURCE_CHARS or MAX_SOURCE_LINES is refused before it is parsed, and one that
+exceeds the interpreter's step or work limit stops loading at that line.
 """
 
 from __future__ import annotations
@@ -24,9 +26,12 @@ from typing import Any
 from fuser_core.errors import FuserError, SourceLocation
 from fuser_core.frontend.fusion_definition import FusionDefinition
 from fuser_core.frontend.input_spec import InputSpec, materialize_inputs
+from fuser_core.frontend.repro_expressions import shown_line
 from fuser_core.frontend.repro_interpreter import DefinitionRecord, ReproInterpreter, to_input_specs
 
 TEXT_SOURCE = "<repro>"
+MAX_SOURCE_CHARS = 1_000_000  # Python's parser takes about a second per megabyte
+MAX_SOURCE_LINES = 50_000
 
 
 @dataclass
@@ -39,11 +44,13 @@ class LoadedDefinition:
     lineno: int
     inputs: list[InputSpec] | None = None
 
-    def materialize_inputs(self, seed: int = 0) -> list[Any]:
-        """NumPy arrays and Python scalars for `fd.execute`, each input from its own stream."""
+    def materialize_inputs(self, seed: int = 0, max_bytes: int | None = None) -> list[Any]:
+        """NumPy arrays and Python scalars for `fd.execute`, each input from its own stream;
+        refused with a FuserError, before anything is allocated, when they would take
+        more than `max_bytes`."""
         if self.inputs is None:
             raise FuserError(f"the script gives no inputs for {self.name}")
-        return materialize_inputs(self.inputs, seed)
+        return materialize_inputs(self.inputs, seed, max_bytes=max_bytes, owner=self.name)
 
 
 @dataclass
@@ -82,16 +89,30 @@ def _read(path_or_text: str | os.PathLike[str]) -> tuple[str, str]:
     elif isinstance(path_or_text, str) and "\n" not in path_or_text and os.path.isfile(path_or_text):
         path = path_or_text
     elif isinstance(path_or_text, str):
-        return TEXT_SOURCE, _clean(path_or_text)
+        return TEXT_SOURCE, _text(TEXT_SOURCE, path_or_text)
     else:
         raise FuserError(f"load_repro takes a path or a script's text, got {type(path_or_text).__name__}")
     try:
         with open(path, encoding="utf-8-sig") as f:
-            return str(path), _clean(f.read())
+            raw = f.read(MAX_SOURCE_CHARS + 1)  # enough to see that it is too long
     except UnicodeDecodeError as err:
         raise FuserError(f"{path} is not UTF-8 text: {err.reason} at byte {err.start}") from err
     except OSError as err:
         raise FuserError(f"cannot read {path}: {err.strerror or err}") from err
+    return str(path), _text(str(path), raw)
+
+
+def _text(source: str, raw: str) -> str:
+    """The script cleaned; one too long to parse quickly is refused where it passes the limit."""
+    text = _clean(raw[:MAX_SOURCE_CHARS])
+    lines = text.split("\n")
+    if len(raw) > MAX_SOURCE_CHARS:
+        message = f"the script is longer than {MAX_SOURCE_CHARS} characters, the most a repro script may have"
+        raise FuserError(message, location=_location(source, lines, len(lines)))
+    if len(lines) > MAX_SOURCE_LINES:
+        message = f"the script has {len(lines)} lines; a repro script may have at most {MAX_SOURCE_LINES}"
+        raise FuserError(message, location=_location(source, lines, MAX_SOURCE_LINES + 1))
+    return text
 
 
 def _clean(text: str) -> str:
@@ -102,25 +123,37 @@ def _clean(text: str) -> str:
     return textwrap.dedent("\n".join(lines))
 
 
+def _location(source: str, lines: list[str], lineno: int) -> SourceLocation:
+    line = lines[lineno - 1] if 0 < lineno <= len(lines) else ""
+    return SourceLocation(source, lineno, shown_line(line))
+
+
 def _parse(text: str, source: str, lines: list[str]) -> ast.Module:
     try:
         return ast.parse(text, filename=source)
     except SyntaxError as err:
-        lineno = err.lineno or 1
-        line = lines[lineno - 1] if 0 < lineno <= len(lines) else ""
-        raise FuserError(f"syntax error: {err.msg}", location=SourceLocation(source, lineno, line)) from err
-    except (ValueError, RecursionError, MemoryError) as err:
+        location = _location(source, lines, err.lineno or 1)
+        raise FuserError(f"syntax error: {err.msg}", location=location) from err
+    except (RecursionError, MemoryError) as err:
+        # Python's parser says neither where nor why; the longest line is the likely culprit.
+        lineno = max(range(len(lines)), key=lambda i: len(lines[i])) + 1
+        message = "the script nests too deeply for Python's parser (probably on this line, its longest)"
+        raise FuserError(message, location=_location(source, lines, lineno)) from err
+    except ValueError as err:
         raise FuserError(f"cannot parse {source}: {err}") from err
 
 
 def _assemble(source: str, text: str, interpreter: ReproInterpreter) -> ReproScript:
     records = sorted(interpreter.records, key=lambda r: r.lineno)
+    stopped = interpreter.limit_error  # loading stopped there: it is why anything is missing
     if not records:
-        raise FuserError(f"{source} has no fusion definition: expected `with FusionDefinition() as fd:`")
+        raise stopped or _no_definition(source, interpreter.problems)
     built = [r for r in records if r.error is None]
     if not built:
-        raise records[0].error  # type: ignore[misc]
+        raise stopped or records[0].error  # type: ignore[misc]
     problems = list(interpreter.problems) + [r.error for r in records if r.error is not None]
+    if stopped is not None and all(r.error is not stopped for r in records):
+        problems.append(stopped)
     definitions = []
     for record in built:
         inputs = record.inputs if record.inputs is not None else _nearby_inputs(record, records, interpreter, problems)
@@ -129,6 +162,14 @@ def _assemble(source: str, text: str, interpreter: ReproInterpreter) -> ReproScr
     problems.sort(key=lambda e: e.location.lineno if e.location else 0)
     first_inputs = definitions[0].inputs
     return ReproScript(source, definitions, first_inputs, problems, text)
+
+
+def _no_definition(source: str, problems: list[FuserError]) -> FuserError:
+    message = f"{source} has no fusion definition: expected `with FusionDefinition() as fd:`"
+    refused = [p for p in problems if "FusionDefinition" in (p.location.line if p.location else "")]
+    if refused:  # the definition is there, but its `with` was refused
+        message += f" ({refused[0].one_line()})"
+    return FuserError(message)
 
 
 def _nearby_inputs(

@@ -15,6 +15,8 @@ from typing import Any
 
 from fuser_core.errors import FuserError
 from fuser_core.frontend.input_spec import (
+    MAX_EXTENT,
+    MAX_RANK,
     RANDOM_KINDS,
     TensorSpec,
     contiguous_strides,
@@ -52,9 +54,13 @@ def _is_int(value: Any) -> bool:
 
 def _dims(op: str, values: Any, what: str = "size") -> tuple[int, ...]:
     items = values if isinstance(values, (list, tuple)) else (values,)
+    if len(items) > MAX_RANK:
+        raise FuserError(f"{len(items)} {what} entries: a tensor has at most {MAX_RANK} dimensions here", op=op)
     for v in items:
         if not _is_int(v):
             raise FuserError(f"{what} entries must be ints, got {v!r}", op=op)
+        if not -MAX_EXTENT <= v < MAX_EXTENT:
+            raise FuserError(f"{what} entry {v} does not fit an int64", op=op)
     return tuple(items)
 
 
@@ -194,6 +200,8 @@ def tensor(data: Any, **kwargs: Any) -> TensorSpec:
 def _data_shape(data: Any) -> tuple[int, ...]:
     shape: list[int] = []
     while isinstance(data, (list, tuple)):
+        if len(shape) == MAX_RANK:
+            raise FuserError(f"data nests more than {MAX_RANK} lists deep", op="torch.tensor")
         shape.append(len(data))
         if not data:
             break
