@@ -17,12 +17,12 @@ from fuser_core.ir.base import Val
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.op_types import BinaryOpType, UnaryOpType
 from fuser_core.ir.scalar import Scalar as IrScalar
-from fuser_core.ir.tensor_exprs import MatmulOp
-from fuser_core.ir.tensor_view import TensorDomain, TensorView
+from fuser_core.ir.tensor_view import TensorView
 from fuser_core.ops import arith, creation, reductions, resize
+from fuser_core.ops import matmul as matmul_ops
 from fuser_core.ops import shape as shape_ops
 from fuser_core.ops.utils import broadcast as broadcast_tv
-from fuser_core.ops.utils import new_output_id, normalize_axis, tv_name
+from fuser_core.ops.utils import normalize_axis, tv_name
 
 if TYPE_CHECKING:
     from fuser_core.frontend.fusion_definition import FusionDefinition
@@ -349,13 +349,13 @@ class Operators:
     @user_call("matmul")
     def matmul(self, arg1: Any, arg2: Any) -> Tensor:
         a, b = self._tensor(arg1, "matmul", "arg1"), self._tensor(arg2, "matmul", "arg2")
-        return Tensor(self.fd, _matmul("matmul", a, b, None))
+        return Tensor(self.fd, matmul_ops.matmul(a, b))
 
     @user_call("linear")
     def linear(self, arg1: Any, arg2: Any, bias: Any = None) -> Tensor:
         a, b = self._tensor(arg1, "linear", "arg1"), self._tensor(arg2, "linear", "arg2")
         c = None if bias is None else self._tensor(bias, "linear", "bias")
-        return Tensor(self.fd, _matmul("linear", a, b, c))
+        return Tensor(self.fd, matmul_ops.linear(a, b, c))
 
 
 def _normalize(dim: int, tv: TensorView, op: str) -> int:
@@ -385,22 +385,3 @@ def _unsupported_method(ops: Operators, name: str) -> Callable[..., Any]:
         raise FuserError("is not supported by fuser-workbench yet", op=name)
 
     return apply.__get__(ops)
-
-
-def _matmul(kind: str, a: TensorView, b: TensorView, bias: TensorView | None) -> TensorView:
-    """Output shape of matmul/linear, as torch defines them."""
-    if a.ndim == 0 or b.ndim == 0:
-        raise FuserError("operands must have at least one axis", op=kind)
-    a_ids, b_ids = a.logical_no_reductions(), b.logical_no_reductions()
-    if kind == "linear":
-        if b.ndim not in (1, 2):
-            raise FuserError(f"weight {tv_name(b)} must be 1-D or 2-D, got {b.ndim}-D", op=kind)
-        out_ids = a_ids[:-1] + (b_ids[:1] if b.ndim == 2 else [])
-    else:
-        batch = a_ids[:-2] if len(a_ids) >= len(b_ids) else b_ids[:-2]
-        rows = a_ids[-2:-1] if a.ndim >= 2 else []
-        cols = b_ids[-1:] if b.ndim >= 2 else []
-        out_ids = batch + rows + cols
-    out = TensorView(TensorDomain([new_output_id([d]) for d in out_ids]), a.dtype)
-    MatmulOp(kind, out, [a, b] + ([bias] if bias is not None else []))
-    return out

@@ -9,6 +9,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from fuser_core.errors import FuserError
+
 
 @dataclass(frozen=True)
 class _TypeInfo:
@@ -141,47 +143,57 @@ def dtype_from_framework(array: Any) -> DataType:
     return found
 
 
-# Promotion lattice within a category, lowest first. Mixed reduced floats meet at Float.
-_FLOAT_RANK = {
-    DataType.Float8_e4m3fn: 0,
-    DataType.Float8_e5m2: 0,
-    DataType.Half: 1,
-    DataType.BFloat16: 1,
-    DataType.Float: 2,
-    DataType.Double: 3,
+# C++'s std::common_type over the types with a native C++ spelling, as a chain:
+# the common type of two of them is the later one (nvFuser's HANDLE_TYPE_PROMOTION).
+_NATIVE_ORDER = {
+    DataType.Bool: 0,
+    DataType.Int32: 1,
+    DataType.Int: 2,
+    DataType.Float: 3,
+    DataType.Double: 4,
+    DataType.ComplexFloat: 5,
+    DataType.ComplexDouble: 6,
 }
-_INT_RANK = {DataType.Int32: 0, DataType.Int: 1, DataType.Index: 2, DataType.UInt64: 1}
-_CATEGORY = {"bool": 0, "int": 1, "float": 2, "complex": 3}
 
 
 def promote_type(a: DataType, b: DataType) -> DataType:
-    """The common type of two types, as PyTorch and nvFuser promote them."""
-    if a == b:
+    """The common type of two types, as nvFuser's `promoteType` (csrc/type.h) gives it.
+
+    Symmetric in its arguments. Index absorbs the other integer types; Double with
+    ComplexFloat is ComplexDouble (ATen's rule, not C++'s); the native C++ types meet
+    at std::common_type; narrow floats meet other floats at Float (Double wins) and
+    lose to complex types; any float beats an integer or Bool. UInt64 with a signed
+    integer or Bool (and Index with Bool) has no common type, in nvFuser as in PyTorch:
+    a FuserError. Null is "no type yet" and gives the other one.
+    """
+    if a == b or b == DataType.Null:
         return a
     if a == DataType.Null:
         return b
-    if b == DataType.Null:
-        return a
-    ca, cb = _CATEGORY[a.value.kind], _CATEGORY[b.value.kind]
-    if ca != cb:
-        high, low = (a, b) if ca > cb else (b, a)
-        if high.is_complex and low.is_floating:
-            return complex_of(promote_type(real_of(high), low))
-        return high
-    if a.is_floating:
-        ra, rb = _FLOAT_RANK[a], _FLOAT_RANK[b]
-        if ra == rb:  # Half with BFloat16, or the two fp8 kinds
-            return DataType.Float
-        return a if ra > rb else b
-    if a.is_integral:
-        return a if _INT_RANK[a] >= _INT_RANK[b] else b
-    if a.is_complex:
+    if DataType.Index in (a, b) and a.is_integral and b.is_integral:
+        return DataType.Index
+    if {a, b} == {DataType.Double, DataType.ComplexFloat}:
         return DataType.ComplexDouble
-    return a
+    if a in _NATIVE_ORDER and b in _NATIVE_ORDER:
+        return a if _NATIVE_ORDER[a] > _NATIVE_ORDER[b] else b
+    if a.is_floating and b.is_floating:
+        return DataType.Double if DataType.Double in (a, b) else DataType.Float
+    for kind in ("complex", "float"):  # a narrow float or UInt64 meets a higher category
+        if a.value.kind == kind:
+            return a
+        if b.value.kind == kind:
+            return b
+    raise FuserError(f"{a!r} and {b!r} have no common type; cast one of them first")
 
 
 def complex_of(dtype: DataType) -> DataType:
-    return DataType.ComplexDouble if dtype == DataType.Double else DataType.ComplexFloat
+    """The complex type with `dtype`'s precision (nvFuser's getComplexTypeFromType):
+    only Float and Double (or complex types) have one."""
+    if dtype in (DataType.Float, DataType.ComplexFloat):
+        return DataType.ComplexFloat
+    if dtype in (DataType.Double, DataType.ComplexDouble):
+        return DataType.ComplexDouble
+    raise FuserError(f"there is no complex type of {dtype!r} precision; cast to Float or Double first")
 
 
 def real_of(dtype: DataType) -> DataType:
@@ -190,6 +202,29 @@ def real_of(dtype: DataType) -> DataType:
     if dtype == DataType.ComplexFloat:
         return DataType.Float
     return dtype
+
+
+# nvFuser converts to fp8 with `cvt.rn.satfinite` (runtime/fp8_support.cu): a value
+# beyond the largest finite one, infinity included, becomes that value; NaN stays NaN.
+FP8_MAX = {DataType.Float8_e4m3fn: 448.0, DataType.Float8_e5m2: 57344.0}
+
+
+def saturate(values: Any, dtype: DataType) -> Any:
+    """`values` clamped to the finite range of `dtype` if it is an fp8 type."""
+    limit = FP8_MAX.get(dtype)
+    if limit is None:
+        return values
+    arr = np.asarray(values)
+    if arr.dtype == dtype.numpy:
+        return values
+    if arr.dtype.kind == "V":  # ml_dtypes' narrow floats are exact in float32
+        arr = arr.astype(np.float32)
+    return np.clip(arr, -limit, limit)
+
+
+def to_storage(values: Any, dtype: DataType) -> np.ndarray:
+    """An array of `dtype`'s storage type, converted as nvFuser's kernels store it."""
+    return np.asarray(saturate(values, dtype)).astype(dtype.numpy, copy=False)
 
 
 def parse_dtype(value: object) -> DataType:

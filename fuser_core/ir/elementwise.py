@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from fuser_core.errors import InternalError
 from fuser_core.ir.base import Expr, ScalarEvaluator, Val
-from fuser_core.ir.dtype import DataType
+from fuser_core.ir.dtype import FP8_MAX, DataType, real_of, saturate, to_storage
 from fuser_core.ir.op_types import BinaryOpType, OpRule, TernaryOpType, UnaryOpType
 from fuser_core.ir.scalar import normalize_value
 
@@ -18,12 +19,60 @@ _TV_ASSIGN = "\n   = "
 _TV_CONT = "\n  "
 
 
+# C spellings of the cast targets that are converted with a C cast.
+_C_CAST_TYPES = {
+    DataType.Bool: "bool",
+    DataType.Double: "double",
+    DataType.Float: "float",
+    DataType.Int: "int64_t",
+    DataType.Int32: "int32_t",
+    DataType.UInt64: "uint64_t",
+    DataType.Index: "nvfuser_index_t",
+    DataType.ComplexFloat: "std::complex<float>",
+    DataType.ComplexDouble: "std::complex<double>",
+}
+_FP8 = frozenset({DataType.Float8_e4m3fn, DataType.Float8_e5m2})
+# fp8 converts only to and from these (and nvFuser has no fp8 to fp8 conversion).
+_FP8_PARTNERS = frozenset({DataType.Float, DataType.Double, DataType.Half, DataType.BFloat16})
+
+
+def _cast_rule(src: DataType, dst: DataType) -> str | None:
+    """nvFuser's `supported_casts2string` (csrc/type.cpp, 2024) as a rule; None where
+    nvFuser has no conversion (castOp refuses it)."""
+    short_src, short_dst = src.value.short, dst.value.short
+    if src == dst or DataType.Null in (src, dst):
+        return None
+    if not (src.is_reduced_float or dst.is_reduced_float):  # a C cast, of the real part of a complex
+        real_part = "std::real" if src.is_complex and not dst.is_complex else ""
+        return f"({_C_CAST_TYPES[dst]}){real_part}"
+    if src in _FP8 or dst in _FP8:
+        partner = dst if src in _FP8 else src
+        return f"__{short_src}2{short_dst}" if partner in _FP8_PARTNERS else None
+    if dst.is_complex:  # from Half or BFloat16: widen, then a C cast to complex
+        return f"({_C_CAST_TYPES[dst]})__{short_src}2{real_of(dst).value.short}"
+    if src.is_complex:
+        return f"__real_then_2{short_dst}"
+    if src.is_integral and dst.is_reduced_float:
+        return f"__int2{short_dst}"
+    return f"__{short_src}2{short_dst}"
+
+
+CAST_NAMES: dict[tuple[DataType, DataType], str] = {
+    (src, dst): name for src in DataType for dst in DataType if (name := _cast_rule(src, dst)) is not None
+}
+
+
+def is_supported_cast(src: DataType, dst: DataType) -> bool:
+    """Whether nvFuser converts `src` to `dst` (a cast to the same type is a copy)."""
+    return src == dst or (src, dst) in CAST_NAMES
+
+
 def cast_name(src: DataType, dst: DataType) -> str:
-    """nvFuser's name for a conversion: `__float2bfloat`, `(double)`, `(nvfuser_index_t)`."""
-    if src.is_reduced_float or dst.is_reduced_float:
-        src_short = "int" if src.is_integral and dst.is_reduced_float else src.value.short
-        return f"__{src_short}2{dst.value.short}"
-    return f"({dst.cuda})"
+    """nvFuser's name for a conversion: `__float2bfloat`, `(double)`, `(float)std::real`."""
+    name = CAST_NAMES.get((src, dst))
+    if name is None:
+        raise InternalError(f"cast: nvFuser has no conversion from {src!r} to {dst!r}; the op builder must refuse it")
+    return name
 
 
 class ElementwiseOp(Expr):
@@ -81,9 +130,7 @@ class UnaryOp(ElementwiseOp):
 
     def _compute(self, args: list[Any]) -> Any:
         if self.op_type == UnaryOpType.Cast:
-            if self.output.dtype.is_integral and self.input.dtype.is_floating:
-                return np.trunc(args[0])  # C conversion; scalars would otherwise refuse fractions
-            return args[0]
+            return _convert(args[0], self.input.dtype, self.output.dtype)
         return self.rule.numpy(*args)
 
 
@@ -129,8 +176,19 @@ def _widen(value: Any) -> Any:
     return value
 
 
+def _convert(value: Any, src: DataType, dst: DataType) -> Any:
+    """The value a cast computes, before it is stored as `dst`."""
+    if src.is_complex and not dst.is_complex:  # `std::real`: the imaginary part is dropped
+        value = np.real(value)
+    if dst.is_integral and not (src.is_integral or src.is_boolean):
+        return np.trunc(value)  # C conversion; scalars would otherwise refuse fractions
+    if src == DataType.Double and dst in FP8_MAX:  # __double2e4m3 rounds to half first
+        return np.asarray(value).astype(np.float16)
+    return value
+
+
 def store(result: Any, dtype: DataType, *, is_tensor: bool) -> Any:
-    """Round a computed result to the type it is stored in."""
+    """Round a computed result to the type it is stored in (fp8 saturates)."""
     if not is_tensor:
-        return normalize_value(np.asarray(result).item(), dtype)
-    return np.asarray(result).astype(dtype.numpy, copy=False)
+        return normalize_value(np.asarray(saturate(result, dtype)).item(), dtype)
+    return to_storage(result, dtype)

@@ -3,6 +3,17 @@ allocation axis and nvFuser's stride order."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+
+def allocation_positions(stride_order: Sequence[int], rank: int) -> list[int]:
+    """For each logical axis, its position in the allocation domain (0 = outermost).
+    Stride order entry i is the rank of axis i's stride (0 = fastest), so an axis of
+    stride order o sits at rank - 1 - o; no stride order means row-major."""
+    if not stride_order:
+        return list(range(rank))
+    return [rank - 1 - o for o in stride_order]
+
 
 def stride_order_of(sizes: list[int], strides: list[int]) -> list[int]:
     """nvFuser's stride order: entry i is the rank of axis i's stride (0 = fastest).

@@ -15,6 +15,8 @@ import numpy as np
 
 from fuser_core.errors import FuserError, InternalError
 from fuser_core.ir.base import Expr, ScalarEvaluator, Val
+from fuser_core.ir.dtype import saturate, to_storage
+from fuser_core.ir.iter_domain import IterDomain
 from fuser_core.ir.op_types import REDUCTION_NUMPY, BinaryOpType
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_view import TensorView
@@ -29,7 +31,7 @@ def _as_tensor(value: Any) -> np.ndarray:
 
 
 def _store(result: Any, tv: Val) -> np.ndarray:
-    return np.asarray(result).astype(tv.dtype.numpy, copy=False)
+    return to_storage(result, tv.dtype)
 
 
 def _accumulator(x: np.ndarray) -> type:
@@ -335,12 +337,13 @@ class FullOp(Expr):
 
     def evaluate(self, values: Sequence[Any], ev: ScalarEvaluator) -> list[Any]:
         shape = [int(v) for v in values[:-1]]
-        return [np.full(shape, values[-1], dtype=self.output.dtype.numpy)]
+        dtype = self.output.dtype
+        return [np.full(shape, saturate(values[-1], dtype), dtype=dtype.numpy)]
 
 
 class MatmulOp(Expr):
     """`matmul` and `linear`: kept whole in the IR (they are not fused into kernels);
-    the reference computes them with NumPy."""
+    the reference computes them with NumPy, as torch.matmul and F.linear define them."""
 
     def __init__(self, kind: str, out: TensorView, inputs: Sequence[TensorView]) -> None:
         self.kind = kind
@@ -351,15 +354,56 @@ class MatmulOp(Expr):
         return self.kind
 
     def to_string(self) -> str:
-        args = ",\n          ".join(v.to_string() for v in self.inputs)
-        return _tv_op(self.output, f"{self.kind}({args})")
+        """nvFuser's MatmulOp/LinearOp::toString, stray spaces of linear's included."""
+        a, b = self.inputs[0], self.inputs[1]
+        if self.kind == "matmul":
+            return f"{self.output}\n   = matmul({a},\n            {b})\n"
+        bias = f"  ,\n          {self.inputs[2]}" if len(self.inputs) > 2 else ""
+        return f"{self.output}\n   = linear({a},\n            {b}{bias}  )\n"
+
+    def axis_pairs(self, producer: TensorView) -> list[tuple[IterDomain, IterDomain]]:
+        """(producer logical axis, output axis) pairs, as nvFuser's mapMatmulOpIterDomains
+        and mapLinearOpIterDomains tie them: batch axes right-aligned, M, N (or
+        out_features) and K to the trailing rK. For domain_map, which must not guess."""
+        out: TensorView = self.output  # type: ignore[assignment]
+        r_k = [d for d in out.logical if d.is_reduction]
+        kept = out.logical_no_reductions()
+        pairs: list[tuple[IterDomain, IterDomain]] = []
+        for position, tv in enumerate(self.inputs):
+            if tv is producer:
+                ids = producer.logical_no_reductions()
+                pairs += self._pairs_of(position, ids, kept) + [(k, r) for k in self._k_of(position, ids) for r in r_k]
+        return pairs
+
+    def _k_of(self, position: int, ids: list[IterDomain]) -> list[IterDomain]:
+        if position == 2:  # bias
+            return []
+        return ids[-2:-1] if self.kind == "matmul" and position == 1 and len(ids) > 1 else ids[-1:]
+
+    def _pairs_of(
+        self, position: int, ids: list[IterDomain], kept: list[IterDomain]
+    ) -> list[tuple[IterDomain, IterDomain]]:
+        if self.kind == "linear":
+            if position == 0:
+                return list(zip(ids[:-1], kept, strict=False))
+            return [(ids[0], kept[-1])] if len(ids) == (2 if position == 1 else 1) else []
+        a_rows = int(self.inputs[0].ndim > 1)  # type: ignore[attr-defined]
+        b_cols = int(self.inputs[1].ndim > 1)  # type: ignore[attr-defined]
+        n_batch = len(kept) - a_rows - b_cols
+        if len(ids) == 1:
+            return []
+        own = [(ids[-2], kept[n_batch])] if position == 0 else [(ids[-1], kept[-1])]
+        batch = ids[:-2]
+        return list(zip(batch, kept[n_batch - len(batch) : n_batch], strict=True)) + own
 
     def evaluate(self, values: Sequence[Any], ev: ScalarEvaluator) -> list[Any]:
-        arrays = [_widened(_as_tensor(v)).astype(np.float64) for v in values]
+        arrays = [_widened(_as_tensor(v)) for v in values]
+        arrays = [x.astype(np.complex128 if x.dtype.kind == "c" else np.float64) for x in arrays]
         if self.kind == "matmul":
             result = np.matmul(arrays[0], arrays[1])
         else:
-            result = np.matmul(arrays[0], np.swapaxes(arrays[1], -1, -2))
+            weight = arrays[1]
+            result = np.matmul(arrays[0], weight.T if weight.ndim == 2 else weight)
             if len(arrays) > 2:
                 result = result + arrays[2]
         return [_store(result, self.output)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from fuser_core.errors import InternalError
+from fuser_core.errors import FuserError, InternalError
 from fuser_core.ir import iter_domain as idx
 from fuser_core.ir.base import Expr, Statement, Val, current_fusion
 from fuser_core.ir.dtype import DataType
@@ -13,6 +13,12 @@ from fuser_core.ir.iter_domain import IterDomain
 from fuser_core.ir.scalar import Scalar
 
 Contiguity = bool | None  # None for broadcast and reduction axes
+
+# The most axes (not counting reductions) a tensor may have: NumPy's limit, which the
+# reference backend cannot exceed (PyTorch's dim bitsets are 64 wide too). The op
+# builders check it first, to name the op; the TensorDomain check catches any path
+# that did not.
+MAX_TENSOR_RANK = 64
 
 
 class MemoryType(enum.Enum):
@@ -39,6 +45,9 @@ class TensorDomain(Statement):
     ) -> None:
         self.fusion = current_fusion()
         self.logical = list(logical)
+        rank = len(no_reductions(self.logical))
+        if rank > MAX_TENSOR_RANK:
+            raise FuserError(f"a tensor may have at most {MAX_TENSOR_RANK} axes; this one would have {rank}")
         self.root = list(root) if root is not None else None
         self.allocation = list(allocation) if allocation is not None else None
         self.loop = list(logical)

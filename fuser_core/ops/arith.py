@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from fuser_core.errors import FuserError
 from fuser_core.ir import scalar_math as sm
 from fuser_core.ir.base import Val
-from fuser_core.ir.dtype import DataType, promote_type, real_of
+from fuser_core.ir.dtype import DataType, complex_of, promote_type, real_of
 from fuser_core.ir.elementwise import BinaryOp, TernaryOp, UnaryOp
 from fuser_core.ir.op_types import BinaryOpType, TernaryOpType, UnaryOpType
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_exprs import LoadStoreOp
 from fuser_core.ir.tensor_view import TensorView
-from fuser_core.ops.utils import cast_constant, maybe_broadcast, new_like, new_output_tv, tv_name
+from fuser_core.ops.utils import cast_constant, maybe_broadcast, new_like, new_output_tv, require_castable, tv_name
 
 
 def _is_tensor(v: Val) -> bool:
@@ -26,11 +26,12 @@ def _is_tensor(v: Val) -> bool:
 
 
 def _combine(higher: DataType, lower: DataType) -> DataType:
-    """Merge the type of a higher-priority operand group with a lower one."""
+    """Merge the type of a higher-priority operand group with a lower one
+    (nvFuser's combineCategories)."""
     if higher.is_complex:
         return higher
-    if lower.is_complex:
-        return DataType.ComplexDouble if higher == DataType.Double else lower
+    if lower.is_complex:  # a float keeps its precision: Float with 1j is ComplexFloat
+        return complex_of(higher) if higher.is_floating else lower
     if higher.is_floating:
         return higher
     if higher == DataType.Bool or lower.is_floating:
@@ -38,22 +39,20 @@ def _combine(higher: DataType, lower: DataType) -> DataType:
     return higher if higher != DataType.Null else lower
 
 
-def common_type(operands: Sequence[Val], promotion: str, *, half_to_float: bool = True) -> DataType:
-    """nvFuser's `computeTypes`: tensors of rank > 0 decide first, then 0-D tensors,
-    then scalars (a Double scalar does not promote a Float tensor)."""
+def common_type(
+    operands: Sequence[Val], promotion: str, *, half_to_float: bool = True, op: str | None = None
+) -> DataType:
+    """nvFuser's `computeTypes`: tensors with axes decide first (reduced axes count, as
+    nvFuser counts the logical domain), then 0-D tensors, then scalars (a Double scalar
+    does not promote a Float tensor). `op` names the op in a FuserError."""
     dtypes = [v.dtype for v in operands]
     common = dtypes[0]
     if any(d != common for d in dtypes):
-        dim, zero, wrapped = DataType.Null, DataType.Null, DataType.Null
-        for v in operands:
-            if isinstance(v, TensorView):
-                if v.ndim > 0:
-                    dim = promote_type(dim, v.dtype)
-                else:
-                    zero = promote_type(zero, v.dtype)
-            else:
-                wrapped = promote_type(wrapped, DataType.Float if v.dtype.is_reduced_float else v.dtype)
-        common = _combine(dim, _combine(zero, wrapped))
+        try:
+            common = _common_of_mixed(operands)
+        except FuserError as err:
+            tensor = next((tv_name(v) for v in operands if isinstance(v, TensorView)), None)
+            raise FuserError(err.message, op=op, tensor=tensor) from None
     if promotion == "float" and (common.is_integral or common.is_boolean):
         common = DataType.Float
     if half_to_float and common.is_reduced_float:
@@ -61,12 +60,26 @@ def common_type(operands: Sequence[Val], promotion: str, *, half_to_float: bool 
     return common
 
 
+def _common_of_mixed(operands: Sequence[Val]) -> DataType:
+    dim, zero, wrapped = DataType.Null, DataType.Null, DataType.Null
+    for v in operands:
+        if isinstance(v, TensorView):
+            if v.domain.logical:
+                dim = promote_type(dim, v.dtype)
+            else:
+                zero = promote_type(zero, v.dtype)
+        else:
+            wrapped = promote_type(wrapped, DataType.Float if v.dtype.is_reduced_float else v.dtype)
+    return _combine(dim, _combine(zero, wrapped))
+
+
 def cast(value: Val, dtype: DataType, op: str = "cast") -> Val:
     """An explicit conversion; a tensor cast to its own type becomes a copy."""
     if isinstance(value, Scalar):
         if value.is_const and value.dtype.is_floating and dtype.is_integral:  # C conversion truncates
             value = sm.unary(UnaryOpType.Trunc, value)
-        return sm.cast(dtype, value)
+        return cast_constant(dtype, value, op)
+    require_castable(value, dtype, op)
     tv: TensorView = value  # type: ignore[assignment]
     out = new_like(tv, dtype)
     if tv.dtype == dtype:
@@ -87,7 +100,7 @@ def _promote_operand(value: Val, dtype: DataType, op: str = "cast") -> Val:
             or (dtype.is_complex and value.dtype.is_complex)
         )
         return value if same_kind else cast_constant(dtype, value, op)
-    return cast(value, dtype)
+    return cast(value, dtype, op)
 
 
 # PyTorch (and NumPy) have no `-` on bools: rejected when defined, with the alternative.
@@ -114,7 +127,7 @@ def unary(op: UnaryOpType, value: Val) -> Val:
         if not value.dtype.is_integral:
             raise FuserError(f"needs an integer or bool operand, got {value.dtype!r}", op=name, tensor=tv_name(value))
     elif rule.promotion != "none":
-        value = _promote_operand(value, common_type([value], rule.promotion))
+        value = _promote_operand(value, common_type([value], rule.promotion, op=name), name)
     out_dtype = DataType.Bool if rule.bool_output else value.dtype
     if op == UnaryOpType.Abs and value.dtype.is_complex:  # the magnitude is real
         out_dtype = real_of(value.dtype)
@@ -130,14 +143,14 @@ def binary(op: BinaryOpType, lhs: Val, rhs: Val, promotion: str | None = None) -
     rule = op.rule
     promotion = promotion or rule.promotion
     if promotion == "bool":
-        lhs, rhs = (cast(v, DataType.Bool) if v.dtype != DataType.Bool else v for v in (lhs, rhs))
+        lhs, rhs = (cast(v, DataType.Bool, rule.name) if v.dtype != DataType.Bool else v for v in (lhs, rhs))
         dtype = DataType.Bool
     else:
-        dtype = common_type([lhs, rhs], promotion)
+        dtype = common_type([lhs, rhs], promotion, op=rule.name)
         if promotion == "integral" and not (dtype.is_integral or dtype.is_boolean):
             raise FuserError(f"needs integer or bool operands, got {lhs.dtype!r} and {rhs.dtype!r}", op=rule.name)
         _check_bool_arithmetic(op, dtype, lhs)
-        lhs, rhs = _promote_operand(lhs, dtype), _promote_operand(rhs, dtype)
+        lhs, rhs = _promote_operand(lhs, dtype, rule.name), _promote_operand(rhs, dtype, rule.name)
     out_dtype = DataType.Bool if rule.bool_output else dtype
     if not (_is_tensor(lhs) or _is_tensor(rhs)):
         return sm.binary(op, lhs, rhs)  # type: ignore[arg-type]
@@ -162,13 +175,14 @@ def where(cond: Val, a: Val, b: Val) -> Val:
         raise FuserError(f"the condition must be Bool, got {cond.dtype!r}", op="where", tensor=tv_name(cond))
     if isinstance(cond, Scalar) and cond.is_const and not (_is_tensor(a) or _is_tensor(b)):
         return sm.where(cond, a, b)  # type: ignore[arg-type]
-    dtype = common_type([a, b], "default", half_to_float=False)
-    return _ternary(TernaryOpType.Where, cond, _promote_operand(a, dtype), _promote_operand(b, dtype), dtype)
+    dtype = common_type([a, b], "default", half_to_float=False, op="where")
+    a, b = _promote_operand(a, dtype, "where"), _promote_operand(b, dtype, "where")
+    return _ternary(TernaryOpType.Where, cond, a, b, dtype)
 
 
 def lerp(start: Val, end: Val, weight: Val) -> Val:
-    dtype = common_type([start, end, weight], "default")
-    start, end, weight = (_promote_operand(v, dtype) for v in (start, end, weight))
+    dtype = common_type([start, end, weight], "default", op="lerp")
+    start, end, weight = (_promote_operand(v, dtype, "lerp") for v in (start, end, weight))
     return _ternary(TernaryOpType.Lerp, start, end, weight, promote_type(start.dtype, end.dtype))
 
 

@@ -9,10 +9,11 @@ from fuser_core.ir import scalar_math as sm
 from fuser_core.ir.base import current_fusion
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.iter_domain import IterDomain, IterType
+from fuser_core.ir.layout import allocation_positions
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_exprs import FullOp, IotaOp
 from fuser_core.ir.tensor_view import Contiguity, TensorDomain, TensorView
-from fuser_core.ops.utils import cast_constant
+from fuser_core.ops.utils import cast_constant, check_rank
 
 
 def _factory_id(extent: Scalar) -> IterDomain:
@@ -26,6 +27,7 @@ def _factory_id(extent: Scalar) -> IterDomain:
 
 
 def full(shape: Sequence[Scalar], fill: Scalar, dtype: DataType) -> TensorView:
+    check_rank(len(shape), "full")
     extents = [sm.cast(DataType.Index, s) for s in shape]
     for s in extents:
         if s.is_const and int(s.value) < 0:  # type: ignore[arg-type]
@@ -59,9 +61,10 @@ def tensor_input(
     """A fusion input as nvFuser's frontend builds it: -1 is a symbolic size, 1 a
     broadcast, other numbers static; a symbolic size with contiguity None is an
     expanded broadcast. Contiguity is given in allocation order."""
+    check_rank(len(shape), "define_tensor")
     fusion = current_fusion()
     rank = len(shape)
-    alloc_pos = [rank - 1 - o for o in stride_order] if stride_order else list(range(rank))
+    alloc_pos = allocation_positions(stride_order, rank)
     extents: list[Scalar] = []
     for size in shape:  # sizes first, then axes: this is what fixes the names
         if size == -1:

@@ -12,9 +12,10 @@ from fuser_core.ir.dtype import DataType
 from fuser_core.ir.iter_domain import IterDomain, IterType
 from fuser_core.ir.op_types import BinaryOpType, UnaryOpType
 from fuser_core.ir.scalar import Scalar
-from fuser_core.ir.tensor_exprs import ReductionOp, SqueezeOp, WelfordOp
+from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
 from fuser_core.ir.tensor_view import TensorDomain, TensorView
 from fuser_core.ops import arith
+from fuser_core.ops.shape import squeeze
 from fuser_core.ops.utils import broadcast, new_output_id, normalize_axes, tv_name
 
 
@@ -42,13 +43,6 @@ def _reduced_domain(tv: TensorView, axes: Sequence[int]) -> list[IterDomain]:
     return ids
 
 
-def _squeeze(tv: TensorView, flags: list[bool]) -> TensorView:
-    kept = [new_output_id([d]) for d, f in zip(tv.logical_no_reductions(), flags, strict=True) if not f]
-    out = TensorView(TensorDomain(kept), tv.dtype)
-    SqueezeOp(out, tv, flags)
-    return out
-
-
 def reduction(
     op: BinaryOpType,
     tv: TensorView,
@@ -74,7 +68,7 @@ def reduction(
     scale = [logical[pos].expanded_extent for pos in trivial if logical[pos].expanded_extent is not None]
     squeezed = tv
     if trivial:
-        squeezed = _squeeze(tv, [pos in trivial for pos in range(ndim)])
+        squeezed = squeeze(tv, trivial, squeeze_expanded=True)
     real_axes = [pos - sum(t < pos for t in trivial) for pos in axes if pos not in trivial]
     out: TensorView = squeezed
     if real_axes:

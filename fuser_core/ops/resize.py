@@ -169,6 +169,7 @@ def cat(tensors: Sequence[TensorView], dim: int = 0, manual_padding: bool = Fals
     if len(tensors) == 1:
         return arith.set_(first)
     if manual_padding:
+        _check_manual_padding(tensors, dim)
         out = new_output_tv(list(tensors), first.dtype, "cat")
         CatOp(out, tensors, dim)
         return out
@@ -189,3 +190,39 @@ def cat(tensors: Sequence[TensorView], dim: int = 0, manual_padding: bool = Fals
     out = new_output_tv(padded, first.dtype, "cat")
     CatOp(out, padded, dim)
     return out
+
+
+_MANUAL_PADDING = "with manual_padding every input must be a pad output of the full size"
+
+
+def _check_manual_padding(tensors: Sequence[TensorView], dim: int) -> None:
+    """Each input is a pad whose unpadded part is its piece of the output: where the
+    widths and sizes are known now, the pieces must tile the concatenated axis."""
+    spans = [_pad_span(tv, dim) for tv in tensors]
+    known = [span for span in spans if span is not None]
+    if len(known) != len(spans):
+        return
+    total = sum(extent for _, extent, _ in known)
+    start = 0
+    for tv, (left, extent, right) in zip(tensors, known, strict=True):
+        if left != start or left + extent + right != total:
+            raise FuserError(
+                f"{_MANUAL_PADDING}: {tv_name(tv)} holds elements [{left}, {left + extent}) of axis {dim} "
+                f"padded to {left + extent + right}, but its piece of the {total} is [{start}, {start + extent})",
+                op="cat",
+                tensor=tv_name(tv),
+            )
+        start += extent
+
+
+def _pad_span(tv: TensorView, dim: int) -> tuple[int, int, int] | None:
+    """(left width, unpadded size, right width) of the pad that made `tv`, on `dim`;
+    None if one is only known at run time."""
+    pad_op = tv.definition
+    if not isinstance(pad_op, PadOp):
+        made_by = "a fusion input" if pad_op is None else f"made by {pad_op.op_name}"
+        raise FuserError(f"{_MANUAL_PADDING}; {tv_name(tv)} is {made_by}", op="cat", tensor=tv_name(tv))
+    source: TensorView = pad_op.input  # type: ignore[assignment]
+    extent = source.logical_no_reductions()[dim].maybe_expanded_extent
+    values = [v.value for v in (pad_op.widths[2 * dim], extent, pad_op.widths[2 * dim + 1]) if v.is_const_int()]
+    return (int(values[0]), int(values[1]), int(values[2])) if len(values) == 3 else None  # type: ignore[arg-type]

@@ -14,7 +14,15 @@ from fuser_core.ir.tensor_exprs import ExpandOp, SqueezeOp, ViewOp
 from fuser_core.ir.tensor_view import TensorDomain, TensorView
 from fuser_core.ops import arith
 from fuser_core.ops.creation import full
-from fuser_core.ops.utils import broadcast, broadcast_to_rank, new_output_id, normalize_axes, normalize_axis, tv_name
+from fuser_core.ops.utils import (
+    broadcast,
+    broadcast_to_rank,
+    check_rank,
+    new_output_id,
+    normalize_axes,
+    normalize_axis,
+    tv_name,
+)
 from fuser_core.ops.view_analysis import ViewAnalysis, analyze_view
 
 
@@ -66,6 +74,7 @@ def permute(tv: TensorView, dims: Sequence[int]) -> TensorView:
 
 def broadcast_in_dim(tv: TensorView, shape: Sequence[Scalar], broadcast_dims: Sequence[int]) -> TensorView:
     n_out = len(shape)
+    check_rank(n_out, "broadcast_in_dim", tv)
     if len(broadcast_dims) != tv.ndim:
         raise FuserError(
             f"broadcast_dims {list(broadcast_dims)} must name one output axis per input axis "
@@ -87,7 +96,7 @@ def broadcast_in_dim(tv: TensorView, shape: Sequence[Scalar], broadcast_dims: Se
             tensor=tv_name(tv),
         )
     flags = [pos not in positions for pos in range(n_out)]
-    out = broadcast(tv, flags) if any(flags) else tv
+    out = broadcast(tv, flags, "broadcast_in_dim") if any(flags) else tv
     sizes = []
     in_dims = iter(tv.logical_no_reductions())
     for pos in range(n_out):
@@ -126,6 +135,7 @@ def expand(
             op=op,
             tensor=tv_name(tv),
         )
+    check_rank(len(shape), op, tv)
     tv = broadcast_to_rank(tv, len(shape))
     expanded = False
     out_ids, sizes = [], []
@@ -165,6 +175,7 @@ def expand(
 def reshape(tv: TensorView, new_shape: Sequence[Scalar]) -> TensorView:
     """Static when every size is known now; otherwise a Symbolic placeholder output
     that concretization replaces once the inputs are known."""
+    check_rank(len(new_shape), "reshape", tv)
     in_sizes = [_const_int(d.maybe_expanded_extent) for d in tv.logical_no_reductions()]
     new_sizes = [_const_int(s) for s in new_shape]
     if sum(1 for s in new_sizes if s == -1) > 1:
@@ -235,5 +246,5 @@ def apply_view(tv: TensorView, analysis: ViewAnalysis) -> TensorView:
         ViewOp(out, current)
         current = out
     if any(analysis.broadcast):
-        current = broadcast(current, list(analysis.broadcast))
+        current = broadcast(current, list(analysis.broadcast), "reshape")
     return current if current is not tv else arith.set_(tv)

@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from fuser_core.errors import FuserError
 from fuser_core.ir import scalar_math as sm
 from fuser_core.ir.base import Val
-from fuser_core.ir.dtype import DataType
+from fuser_core.ir.dtype import FP8_MAX, DataType, saturate
+from fuser_core.ir.elementwise import is_supported_cast
 from fuser_core.ir.iter_domain import IterDomain, IterType
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_exprs import BroadcastOp
-from fuser_core.ir.tensor_view import TensorDomain, TensorView
+from fuser_core.ir.tensor_view import MAX_TENSOR_RANK, TensorDomain, TensorView
 
 
 def tv_name(tv: Val) -> str:
@@ -39,13 +40,46 @@ def normalize_axes(axes: Sequence[int], ndim: int, op: str, tv: TensorView, arg:
     return sorted(result)
 
 
+def require_castable(value: Val, dtype: DataType, op: str) -> None:
+    """nvFuser's castOp refuses conversions it has no function for (fp8 from or to
+    an integer, Bool, complex or the other fp8 type)."""
+    if not is_supported_cast(value.dtype, dtype):
+        raise FuserError(
+            f"illegal cast of {tv_name(value)} from {value.dtype!r} to {dtype!r}: nvFuser has no such conversion",
+            op=op,
+            tensor=tv_name(value) if isinstance(value, TensorView) else None,
+        )
+
+
 def cast_constant(dtype: DataType, value: Scalar, op: str, tv: Val | None = None) -> Scalar:
-    """`value` as `dtype`; a constant the type cannot hold (2.5 as an Int) is the user's error."""
-    try:
+    """`value` as `dtype`; a constant the type cannot hold (2.5 as an Int) is the user's error.
+    A constant is converted now, as the kernels would (the real part of a complex, fp8
+    saturated); a symbolic scalar gets a cast, which must be one nvFuser has."""
+    if not value.is_const:
+        require_castable(value, dtype, op)
         return sm.cast(dtype, value)
+    converted: Scalar | float = value
+    if value.dtype != dtype:
+        raw = value.value
+        if isinstance(raw, complex) and not dtype.is_complex:
+            converted = raw = raw.real
+        if dtype in FP8_MAX and isinstance(raw, (int, float)) and not isinstance(raw, bool):
+            converted = float(saturate(float(raw), dtype))
+    try:
+        return sm.cast(dtype, converted)
     except ValueError as err:
         tensor = tv_name(tv) if tv is not None else None
         raise FuserError(f"{value} cannot be converted to {dtype!r}: {err}", op=op, tensor=tensor) from None
+
+
+def check_rank(rank: int, op: str, tv: TensorView | None = None) -> None:
+    """Refuse an output of more than MAX_TENSOR_RANK axes, before anything is built."""
+    if rank > MAX_TENSOR_RANK:
+        raise FuserError(
+            f"the result would have {rank} axes; tensors may have at most {MAX_TENSOR_RANK}",
+            op=op,
+            tensor=tv_name(tv) if tv is not None else None,
+        )
 
 
 def require_tensor(value: Val, op: str, arg: str = "arg") -> TensorView:
@@ -62,8 +96,9 @@ def broadcast_to_rank(tv: TensorView, rank: int) -> TensorView:
     return broadcast(tv, [True] * missing + [False] * tv.ndim)
 
 
-def broadcast(tv: TensorView, flags: Sequence[bool]) -> TensorView:
+def broadcast(tv: TensorView, flags: Sequence[bool], op: str = "broadcast") -> TensorView:
     """Insert broadcast axes where `flags` is True (flags cover the output axes)."""
+    check_rank(len(flags), op, tv)
     inputs = iter(tv.logical_no_reductions())
     out_ids = []
     for flag in flags:
@@ -89,33 +124,39 @@ def _prefer_extent(ids: list[IterDomain]) -> Scalar:
     return concrete[0].extent
 
 
-def new_output_id(ids: Sequence[IterDomain]) -> IterDomain:
-    """The output axis of an element-wise op whose operands have axes `ids`."""
+def new_output_id(ids: Sequence[IterDomain], iter_type: IterType | None = None) -> IterDomain:
+    """The output axis of an element-wise op whose operands have axes `ids`;
+    `iter_type` forces the type of an axis that is not a broadcast (matmul's rK)."""
     data = [i for i in ids if not i.is_broadcast]
     if not data:
         expanded = next((i.expanded_extent for i in ids if i.expanded_extent is not None), None)
         return IterDomain(ids[0].fusion.one_val(), iter_type=IterType.Broadcast, expanded_extent=expanded)
-    iter_type = IterType.Iteration if any(i.is_iteration for i in data) else IterType.Symbolic
+    if iter_type is None:
+        iter_type = IterType.Iteration if any(i.is_iteration for i in data) else IterType.Symbolic
     return IterDomain(_prefer_extent(data), iter_type=iter_type)
+
+
+def check_same_static_size(ids: Sequence[tuple[TensorView, IterDomain]], what: str, op: str) -> None:
+    """Static sizes of one output axis that disagree where neither is a broadcast."""
+    seen: tuple[TensorView, int] | None = None
+    for tv, dim in ids:
+        if dim.is_broadcast or not dim.extent.is_const:
+            continue
+        size = int(dim.extent.value)  # type: ignore[arg-type]
+        if seen is not None and seen[1] != size:
+            raise FuserError(
+                f"{what} has size {seen[1]} in {tv_name(seen[0])} but {size} in {tv_name(tv)}",
+                op=op,
+                tensor=tv_name(tv),
+            )
+        seen = seen or (tv, size)
 
 
 def check_compatible_sizes(tvs: Sequence[TensorView], op: str) -> None:
     """Static sizes that disagree on an axis where neither is a broadcast."""
-    rank = tvs[0].ndim
-    for pos in range(rank):
-        seen: tuple[TensorView, int] | None = None
-        for tv in tvs:
-            dim = tv.logical_no_reductions()[pos]
-            if dim.is_broadcast or not dim.extent.is_const:
-                continue
-            size = int(dim.extent.value)  # type: ignore[arg-type]
-            if seen is not None and seen[1] != size:
-                raise FuserError(
-                    f"axis {pos} has size {seen[1]} in {tv_name(seen[0])} but {size} in {tv_name(tv)}",
-                    op=op,
-                    tensor=tv_name(tv),
-                )
-            seen = seen or (tv, size)
+    logicals = [tv.logical_no_reductions() for tv in tvs]  # once per tensor: ranks may be large
+    for pos in range(tvs[0].ndim):
+        check_same_static_size([(tv, ids[pos]) for tv, ids in zip(tvs, logicals, strict=True)], f"axis {pos}", op)
 
 
 def new_output_tv(vals: Sequence[Val], dtype: DataType, op: str) -> TensorView:
@@ -124,7 +165,8 @@ def new_output_tv(vals: Sequence[Val], dtype: DataType, op: str) -> TensorView:
     if len(ranks) != 1:
         raise FuserError(f"operands have ranks {sorted(ranks)} after broadcasting", op=op)
     check_compatible_sizes(tvs, op)
-    ids = [new_output_id([tv.logical_no_reductions()[pos] for tv in tvs]) for pos in range(tvs[0].ndim)]
+    logicals = [tv.logical_no_reductions() for tv in tvs]
+    ids = [new_output_id([ids[pos] for ids in logicals]) for pos in range(tvs[0].ndim)]
     return TensorView(TensorDomain(ids), dtype)
 
 
