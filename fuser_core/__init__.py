@@ -11,7 +11,7 @@ from fuser_core.frontend.handles import Scalar, Tensor, Vector
 from fuser_core.frontend.input_spec import ScalarSpec, TensorSpec
 from fuser_core.frontend.repro_loader import LoadedDefinition, ReproScript, load_repro
 from fuser_core.ir.dtype import DataType
-from fuser_core.options import DisableOption, DumpOption, EnableOption, dump_sink, options
+from fuser_core.options import DisableOption, DumpOption, EnableOption, dump_sink, use_options
 
 __all__ = [
     "DataType",
@@ -31,5 +31,5 @@ __all__ = [
     "Vector",
     "dump_sink",
     "load_repro",
-    "options",
+    "use_options",
 ]

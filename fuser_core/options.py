@@ -1,7 +1,7 @@
 """Dump, enable and disable options, as nvFuser's NVFUSER_DUMP/ENABLE/DISABLE.
 
 Set them with the environment (`FUSER_DUMP=cache_events,fusion_ir_concretized`;
-the `NVFUSER_` names work too, so habits carry over), with `with options(...)`, or
+the `NVFUSER_` names work too, so habits carry over), with `with use_options(...)`, or
 per call: `fd.execute(inputs, _disable_options=["concretize_resize_extents"])`.
 An unknown name is an error listing the valid ones.
 
@@ -124,7 +124,7 @@ _env_cache: dict[tuple[str, ...], Options] = {}
 
 
 def current_options() -> Options:
-    """Options in effect: those of the innermost `options(...)` block, else the environment."""
+    """Options in effect: those of the innermost `use_options(...)` block, else the environment."""
     override = _override.get()
     if override is not None:
         return override
@@ -135,11 +135,11 @@ def current_options() -> Options:
 
 
 @contextlib.contextmanager
-def options(
+def use_options(
     dump: Iterable[str] | str = (),
     enable: Iterable[str] | str = (),
     disable: Iterable[str] | str = (),
-    source: str = "options()",
+    source: str = "use_options()",
 ) -> Iterator[Options]:
     """Add options for the duration of a `with` block; `source` names where they came
     from in the error an unknown name raises."""

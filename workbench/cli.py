@@ -8,20 +8,30 @@
     fuser-wb samples                 list the bundled sample fusions
 
 FILE is a path or the name of a bundled sample (`rope_litgpt`). Exit status is 0 when
-everything loaded (and ran), 1 with a one-line error otherwise.
+everything loaded (and ran), 1 with a one-line error otherwise (set FUSER_TRACEBACK=1
+to see the traceback of an internal error).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from fuser_core import DumpOption, FuserError, LoadedDefinition, dump_sink, load_repro, options
+from fuser_core import DumpOption, FuserError, LoadedDefinition, dump_sink, load_repro, use_options
 
-SAMPLES_DIR = Path(__file__).resolve().parent.parent / "sample_fusions"
+# In a clone (or an editable install) the samples sit beside the package; a regular
+# install puts them under the environment's share/ directory.
+_SAMPLE_DIRS = (
+    Path(__file__).resolve().parent.parent / "sample_fusions",
+    Path(sys.prefix) / "share" / "fuser-workbench" / "sample_fusions",
+)
+SAMPLES_DIR = next((d for d in _SAMPLE_DIRS if d.is_dir()), _SAMPLE_DIRS[0])
+DEFAULT_MAX_INPUT_BYTES = 4 * 2**30
 
 
 def resolve_script(name: str) -> Path:
@@ -33,6 +43,16 @@ def resolve_script(name: str) -> Path:
     if candidate.exists():
         return candidate
     raise FuserError(f"no such file or bundled sample: {name} (try `fuser-wb samples`)")
+
+
+def parse_bytes(text: str) -> int:
+    """`4GiB`, `512M`, `1e9` or a plain number of bytes."""
+    match = re.fullmatch(r"\s*([0-9.eE+]+)\s*([KMGT]?)(i?B?)\s*", text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 4GiB, 512M, 1000000)")
+    number, unit, binary = match.groups()
+    base = 1024 if binary.startswith("i") else 1000
+    return int(float(number) * base ** "_KMGT".index(unit or "_"))
 
 
 def list_samples(out: TextIO) -> int:
@@ -60,26 +80,26 @@ def print_definition(loaded: LoadedDefinition, out: TextIO) -> None:
         out.write(f"  {index}: {spec.describe()}\n")
 
 
-def dump(script: str, dumps: str, enable: str, disable: str, out: TextIO) -> int:
-    with options(dump=dumps, enable=enable, disable=disable, source="the command line"):
+def dump(args: argparse.Namespace, out: TextIO) -> int:
+    with use_options(dump=args.dump, enable=args.enable, disable=args.disable, source="the command line"):
         # Names are checked above, before anything loads; dumps go where `out` goes.
-        repro = load_repro(resolve_script(script))
+        repro = load_repro(resolve_script(args.file))
         for problem in repro.problems:
             out.write(f"note: skipped {problem.one_line()}\n")
         with dump_sink(lambda option, text: _write_line(out, text)):
             for loaded in repro.definitions:
-                run_or_print(loaded, bool(dumps), out)
+                if args.dump:
+                    run_definition(loaded, args.max_input_bytes, out)
+                else:
+                    print_definition(loaded, out)
     return 0
 
 
-def run_or_print(loaded: LoadedDefinition, run: bool, out: TextIO) -> None:
-    if not run:
-        print_definition(loaded, out)
-        return
+def run_definition(loaded: LoadedDefinition, max_bytes: int, out: TextIO) -> None:
     if loaded.inputs is None:
         raise FuserError(f"{loaded.name} has no inputs in the script to run it with")
     out.write(f"== {loaded.name} (line {loaded.lineno})\n")
-    loaded.fd.execute(loaded.materialize_inputs(seed=0))
+    loaded.fd.execute(loaded.materialize_inputs(seed=0, max_bytes=max_bytes))
 
 
 def _write_line(out: TextIO, text: str) -> None:
@@ -95,6 +115,12 @@ def _parser() -> argparse.ArgumentParser:
     dump_cmd.add_argument("--dump", default="", help="comma-separated dump names: " + ", ".join(DumpOption.__members__))
     dump_cmd.add_argument("--enable", default="", help="comma-separated enable options")
     dump_cmd.add_argument("--disable", default="", help="comma-separated disable options")
+    dump_cmd.add_argument(
+        "--max-input-bytes",
+        type=parse_bytes,
+        default=DEFAULT_MAX_INPUT_BYTES,
+        help="refuse to create more input data than this (default 4GiB)",
+    )
     sub.add_parser("samples", help="list the bundled sample fusions")
     return parser
 
@@ -110,9 +136,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         if args.command == "samples":
             return list_samples(out)
-        return dump(args.file, args.dump, args.enable, args.disable, out)
+        return dump(args, out)
     except FuserError as err:
         sys.stderr.write(f"fuser-wb: {err.one_line()}\n")
+        return 1
+    except Exception as err:  # a bug of ours: one line, the traceback on request
+        if os.environ.get("FUSER_TRACEBACK"):
+            raise
+        sys.stderr.write(f"fuser-wb: internal error, please report it: {type(err).__name__}: {err}\n")
         return 1
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fuser_core.dynamic.initial_info import DynamicTransformInitialInfo, ResizeSite
+from fuser_core.dynamic.initial_info import DynamicTransformInitialInfo, ReshapeSite, ResizeSite
 from fuser_core.errors import FuserError
 from fuser_core.ir.evaluator import ExpressionEvaluator
 from fuser_core.ops.view_analysis import ViewAnalysis, analyze_view, resolve_shape
@@ -23,6 +23,9 @@ class ReshapeEntry:
     analysis: ViewAnalysis | None  # None: the tensor is empty and becomes a full()
     in_sizes: tuple[int, ...] = field(compare=False)
     out_sizes: tuple[int, ...] = field(compare=False)
+    # An empty tensor's reshape becomes full() of this constant shape, so the shape is
+    # part of the key; a real reshape's sizes are not (its analysis is).
+    empty_shape: tuple[int, ...] | None = None
 
     @property
     def label(self) -> str:
@@ -172,20 +175,19 @@ def compute_info(
     return ConcretizationInfo(reshapes, resizes, expands, factories, empty, concretize_resize_extents)
 
 
-def _reshape_entry(site: object, ev: ExpressionEvaluator) -> ReshapeEntry:
-    in_sizes = tuple(int(ev.evaluate(e)) for e in site.in_extents)  # type: ignore[attr-defined]
-    requested = [int(ev.evaluate(e)) for e in site.out_extents]  # type: ignore[attr-defined]
-    if site.inferred_axis is not None:  # type: ignore[attr-defined]
-        requested[site.inferred_axis] = -1  # type: ignore[attr-defined]
-    tv = site.tv  # type: ignore[attr-defined]
+def _reshape_entry(site: ReshapeSite, ev: ExpressionEvaluator) -> ReshapeEntry:
+    in_sizes = tuple(int(ev.evaluate(e)) for e in site.in_extents)
+    requested = [int(ev.evaluate(e)) for e in site.out_extents]
+    if site.inferred_axis is not None:
+        requested[site.inferred_axis] = -1
     try:
         if 0 in in_sizes:
-            out = resolve_shape(in_sizes, [0 if s == -1 else s for s in requested])
-            return ReshapeEntry(tv, None, in_sizes, tuple(out))
+            out = tuple(resolve_shape(in_sizes, [0 if s == -1 else s for s in requested]))
+            return ReshapeEntry(site.tv, None, in_sizes, out, empty_shape=out)
         analysis = analyze_view(in_sizes, requested)
     except FuserError as err:
-        raise FuserError(err.message, op="reshape", tensor=f"T{tv}", location=site.location) from None  # type: ignore[attr-defined]
-    return ReshapeEntry(tv, analysis, in_sizes, analysis.out_sizes)
+        raise FuserError(err.message, op="reshape", tensor=f"T{site.tv}", location=site.location) from None
+    return ReshapeEntry(site.tv, analysis, in_sizes, analysis.out_sizes)
 
 
 def _resize_entry(site: ResizeSite, ev: ExpressionEvaluator, extents: bool) -> ResizeEntry | None:

@@ -17,8 +17,8 @@ producers.
 
 from __future__ import annotations
 
-from fuser_core.dynamic.concretization_info import AxisEntry, ConcretizationInfo, ResizeEntry
-from fuser_core.dynamic.substitution import replace_id, substitute_scalars
+from fuser_core.dynamic.concretization_info import AxisEntry, ConcretizationInfo, ReshapeEntry, ResizeEntry
+from fuser_core.dynamic.substitution import DomainIndex, substitute_scalars
 from fuser_core.errors import InternalError
 from fuser_core.ir import scalar_math as sm
 from fuser_core.ir.base import Expr
@@ -45,6 +45,7 @@ class _Concretizer:
         self.info = info
         self.tensors = {tv.name: tv for tv in fusion.tensors()}
         self.substitutions: dict[int, Scalar] = {}
+        self.index = DomainIndex(fusion)
 
     def run(self) -> None:
         """One pass in topological order: every op sees concrete producers."""
@@ -68,7 +69,7 @@ class _Concretizer:
                 for resize in resizes.get(out.name, []):  # after its root axes are resolved
                     self._resize(resize)
         if self.substitutions:
-            substitute_scalars(self.fusion, self.substitutions)
+            substitute_scalars(self.fusion, self.substitutions, self.index)
         self._check_no_symbolic()
 
     def _tv(self, name: int) -> TensorView:
@@ -83,17 +84,17 @@ class _Concretizer:
             tv: TensorView = self.fusion.inputs[index]  # type: ignore[assignment]
             self._constant(tv.logical_no_reductions()[axis].maybe_expanded_extent, 0)
 
-    def _reshape(self, name: int, entry: object) -> None:
+    def _reshape(self, name: int, entry: ReshapeEntry) -> None:
         old = self._tv(name)
         view = old.definition
         assert view is not None
         source: TensorView = view.input  # type: ignore[assignment]
-        analysis = entry.analysis  # type: ignore[attr-defined]
-        if analysis is None:
-            shape = [sm.const(s, DataType.Index) for s in entry.out_sizes]  # type: ignore[attr-defined]
+        if entry.empty_shape is not None:
+            shape = [sm.const(s, DataType.Index) for s in entry.empty_shape]
             new = full(shape, sm.const(0, old.dtype), old.dtype)
         else:
-            new = apply_view(source, analysis)
+            assert entry.analysis is not None
+            new = apply_view(source, entry.analysis)
         # Downstream axes copied the placeholder's extents: give them the real ones.
         for before, after in zip(old.logical, new.logical_no_reductions(), strict=True):
             if before.extent.definition is not None:
@@ -116,7 +117,7 @@ class _Concretizer:
             self._constant(resize.right, right)  # type: ignore[arg-type]
         if entry.is_trivial:
             self.fusion.remove_expr(resize)
-            tv.domain.replace_id(out_id, in_id)
+            self.index.replace(out_id, in_id)
             return
         iter_type = IterType.Broadcast if entry.iter_type == "Broadcast" else IterType.Iteration
         if entry.key[0] == "extents":
@@ -124,7 +125,7 @@ class _Concretizer:
             new = out_id.clone_with(extent=sm.const(size, DataType.Index), iter_type=iter_type)
         else:  # only the IterType is known: the extent stays an expression
             new = out_id.clone_with(iter_type=iter_type)
-        replace_id(self.fusion, out_id, new)
+        self.index.replace(out_id, new)
 
     def _axis(self, entry: AxisEntry) -> None:
         tv = self._tv(entry.tv)
@@ -135,7 +136,7 @@ class _Concretizer:
             new = old.clone_with(extent=self.fusion.one_val(), iter_type=IterType.Broadcast)
         else:
             new = old.clone_with(iter_type=IterType.Iteration)
-        replace_id(self.fusion, old, new)
+        self.index.replace(old, new)
 
     def _resolve_outputs(self, expr: Expr, out: TensorView) -> None:
         producers = producers_of(expr, out)
@@ -153,7 +154,7 @@ class _Concretizer:
                 )
             else:
                 raise InternalError(f"cannot resolve {dim} of T{out.name}: producers {sources}")
-            replace_id(self.fusion, dim, new)
+            self.index.replace(dim, new)
 
     def _check_no_symbolic(self) -> None:
         for tv in self.fusion.used_tensors():

@@ -21,7 +21,7 @@ from fuser_core.frontend.handles import Scalar, Tensor, Vector
 from fuser_core.frontend.operators import Operators
 from fuser_core.ir.dtype import DataType, dtype_from_framework
 from fuser_core.ir.fusion import Fusion
-from fuser_core.ir.layout import describe_strides
+from fuser_core.ir.layout import allocation_positions, describe_strides
 from fuser_core.ir.printer import print_kernel, print_math
 from fuser_core.ir.scalar import Scalar as IrScalar
 from fuser_core.ops.creation import tensor_input
@@ -30,6 +30,8 @@ from fuser_core.runtime.executor_cache import FusionExecutorCache
 
 class FusionDefinition:
     def __init__(self, id: int | None = None, max_length: int = 9999) -> None:
+        """`id` numbers this fusion's kernels (`nvfuser_..._f<id>_...`); `max_length`
+        is accepted for nvFuser compatibility and has no effect."""
         self.id = id
         self._fusion: Fusion | None = None
         self._completed = False
@@ -216,7 +218,7 @@ def _stride_order_arg(order: Sequence[int] | None, rank: int, op: str) -> list[i
 
 def _contiguity_arg(contiguity: Any, shape: list[int], order: list[int]) -> list[bool | None]:
     rank = len(shape)
-    alloc_of = [rank - 1 - o for o in order] if order else list(range(rank))
+    alloc_of = allocation_positions(order, rank)
     if contiguity is None or isinstance(contiguity, bool):
         flag = bool(contiguity)
         result: list[bool | None] = [None] * rank

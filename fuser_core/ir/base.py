@@ -30,7 +30,7 @@ _current_container: contextvars.ContextVar[Fusion | None] = contextvars.ContextV
 def current_fusion() -> Fusion:
     fusion = _current_container.get()
     if fusion is None:
-        raise InternalError("no active Fusion: build IR inside `with FusionGuard(fusion):`")
+        raise InternalError("no active Fusion: build IR inside `with fusion.guard():`")
     return fusion
 
 
@@ -122,6 +122,7 @@ class Expr(Statement):
         raise InternalError(f"{type(self).__name__} has no reference rule")
 
     def replace_input(self, old: Val, new: Val) -> None:
+        self.fusion.invalidate()
         for i, inp in enumerate(self.inputs):
             if inp is old:
                 self.inputs[i] = new

@@ -17,8 +17,10 @@ from fuser_core.ir.tensor_view import TensorView
 
 def root_pairs(expr: Expr, producer: TensorView, consumer: TensorView) -> list[tuple[IterDomain, IterDomain]]:
     """(producer logical axis, consumer root axis) pairs that `expr` ties together."""
-    if isinstance(expr, (FullOp, IotaOp, MatmulOp)):
+    if isinstance(expr, (FullOp, IotaOp)):
         return []
+    if isinstance(expr, MatmulOp):
+        return expr.axis_pairs(producer)
     p_ids = producer.logical_no_reductions()
     c_ids = consumer.domain.maybe_root
     if isinstance(expr, BroadcastOp):

@@ -35,11 +35,10 @@ class ExpressionEvaluator:
     def is_bound(self, val: Val) -> bool:
         return id(val) in self._values
 
-    def try_evaluate(self, val: Val) -> Any | None:
-        try:
-            return self.evaluate(val)
-        except UnboundValue:
-            return None
+    def forget(self, val: Val) -> None:
+        """Drop a value no longer needed (the reference frees intermediates this way)."""
+        self._values.pop(id(val), None)
+        self._vals.pop(id(val), None)
 
     def evaluate(self, val: Val) -> Any:
         if isinstance(val, Scalar) and val.is_const:

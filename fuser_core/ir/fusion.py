@@ -28,6 +28,7 @@ class Fusion:
         self._counters = {"tv": 0, "id": 0, "scalar": 0, "expr": 0, "td": 0}
         self._zero: Scalar | None = None
         self._one: Scalar | None = None
+        self._walk: list[Statement] | None = None  # cached traversal, dropped on any change
 
     # -- construction ----------------------------------------------------------------
     def guard(self) -> Any:
@@ -35,6 +36,7 @@ class Fusion:
         return fusion_guard(self)
 
     def register_statement(self, stmt: Statement, category: str) -> int:
+        self.invalidate()
         name = self._counters[category]
         self._counters[category] = name + 1
         self._statements.append(stmt)
@@ -61,18 +63,28 @@ class Fusion:
         self.inputs.append(val)
 
     def add_output(self, val: Val) -> None:
+        self.invalidate()
         if isinstance(val, TensorView):
             val.memory_type = MemoryType.Global
         self.outputs.append(val)
 
     # -- traversal -------------------------------------------------------------------
+    def invalidate(self) -> None:
+        """Forget the cached traversal: the graph changed."""
+        self._walk = None
+
     def exprs(self) -> list[Expr]:
         """Expressions reaching an output, producers first (depth first from outputs)."""
-        return [s for s in self._walk_from_outputs() if isinstance(s, Expr)]
+        return [s for s in self._walked() if isinstance(s, Expr)]
 
     def used_vals(self) -> list[Val]:
         """Values reaching an output, in the same order as `exprs` visits them."""
-        return [s for s in self._walk_from_outputs() if isinstance(s, Val)]
+        return [s for s in self._walked() if isinstance(s, Val)]
+
+    def _walked(self) -> list[Statement]:
+        if self._walk is None:
+            self._walk = list(self._walk_from_outputs())
+        return self._walk
 
     def used_tensors(self) -> list[TensorView]:
         return [v for v in self.used_vals() if isinstance(v, TensorView)]
@@ -99,12 +111,20 @@ class Fusion:
     def statements(self) -> list[Statement]:
         return list(self._statements)
 
+    def statement_count(self) -> int:
+        return len(self._statements)
+
+    def statements_since(self, count: int) -> list[Statement]:
+        """The statements created after the first `count` (in creation order)."""
+        return self._statements[count:]
+
     def tensors(self) -> list[TensorView]:
         return [s for s in self._statements if isinstance(s, TensorView)]
 
     # -- mutation --------------------------------------------------------------------
     def replace_val(self, old: Val, new: Val) -> None:
         """Make every use of `old` (and the output list) refer to `new`."""
+        self.invalidate()
         for expr in list(old.uses):
             expr.replace_input(old, new)
         self.outputs = [new if o is old else o for o in self.outputs]
@@ -114,6 +134,7 @@ class Fusion:
             new.memory_type = MemoryType.Global
 
     def remove_expr(self, expr: Expr) -> None:
+        self.invalidate()
         for inp in expr.inputs:
             if expr in inp.uses:
                 inp.uses.remove(expr)

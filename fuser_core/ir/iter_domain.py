@@ -14,6 +14,8 @@ from fuser_core.errors import InternalError
 from fuser_core.ir import scalar_math as sm
 from fuser_core.ir.base import Expr, Val, current_fusion
 from fuser_core.ir.dtype import DataType
+from fuser_core.ir.elementwise import BinaryOp
+from fuser_core.ir.op_types import BinaryOpType
 from fuser_core.ir.scalar import Scalar
 
 
@@ -85,16 +87,6 @@ class IterDomain(Val):
     @property
     def maybe_expanded_extent(self) -> Scalar:
         return self.expanded_extent if self.expanded_extent is not None else self.extent
-
-    @property
-    def is_implicit_broadcast(self) -> bool:
-        return self.is_broadcast and not self.has_expanded_extent
-
-    def scalar_deps(self) -> list[Scalar]:
-        deps = [self.start, self.extent]
-        if self.expanded_extent is not None:
-            deps.append(self.expanded_extent)
-        return deps
 
     # -- printing --------------------------------------------------------------------
     def to_string(self) -> str:
@@ -238,6 +230,7 @@ def resize(
 def _resized_extent(inp: IterDomain, left: Scalar, right: Scalar) -> Scalar:
     # A slice's right expansion is `stop - extent`: then the size is `left + stop`.
     definition = right.definition
-    if isinstance(definition, Expr) and definition.op_name == "sub" and definition.inputs[1] is inp.extent:
-        return sm.add(left, definition.inputs[0])  # type: ignore[arg-type]
+    is_sub = isinstance(definition, BinaryOp) and definition.op_type == BinaryOpType.Sub
+    if is_sub and definition.inputs[1] is inp.extent:  # type: ignore[union-attr]
+        return sm.add(left, definition.inputs[0])  # type: ignore[union-attr, arg-type]
     return sm.add(sm.add(inp.maybe_expanded_extent, left), right)

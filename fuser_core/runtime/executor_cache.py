@@ -2,17 +2,19 @@
 
 1. input key: the input signature (contiguity, stride order, size-1 axes, index
    type) plus the values that concretization depends on: a hit goes straight to a
-   runtime;
+   runtime (an LRU of the most recent keys, as nvFuser's InputsIdLookup);
 2. concretization: the ConcretizationInfo of the inputs; equal infos share a
    concretized fusion;
 3. runtime reuse: under one concretization, a runtime built for the same signature.
 
-Every execution records a CacheEvent: hit or miss, at which level, and the reason
-as a difference between the new key and the nearest one already cached.
+Every execution leaves a RunReport whose CacheEvent says hit or miss, at which level,
+and why: the difference between the new key and the nearest of the recent keys.
 """
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +24,7 @@ from fuser_core.dynamic.concretize import concretize
 from fuser_core.dynamic.initial_info import analyze_fusion
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.printer import print_kernel, print_math
+from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.options import DisableOption, DumpOption, Options, current_options, emit_dump
 from fuser_core.runtime.arguments import TensorArg, bind_args, convert_inputs
@@ -29,6 +32,9 @@ from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, Refe
 from fuser_core.runtime.signature import InputSignature
 
 LEVELS = ("input key", "concretization", "runtime")
+INPUT_KEY_CAPACITY = 256  # level-1 entries kept (least recently used go first)
+REASON_CANDIDATES = 32  # recent keys a miss is compared with to explain it
+REPORTS_KEPT = 1024
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,17 @@ class CacheEvent:
         return f"cache: miss at {self.level}: {why} -> new runtime {self.runtime}"
 
 
+@dataclass(frozen=True)
+class RunReport:
+    """What one execution did: the artifacts views and dumps read."""
+
+    index: int  # 0-based count of executions of this cache
+    event: CacheEvent
+    runtime: FusionKernelRuntime  # its concretization info and concretized fusion
+    arguments: tuple[str, ...]  # one line per input: dtype, shape, strides or value
+    seconds: float  # wall time of the backend's run
+
+
 @dataclass
 class _ConcretizationEntry:
     id: int
@@ -59,12 +76,26 @@ class FusionExecutorCache:
         self.fusion_id = fusion_id
         self.backend: Backend = backend if backend is not None else ReferenceBackend()
         self.initial_info = analyze_fusion(fusion)
-        self.events: list[CacheEvent] = []
-        self._by_input_key: dict[tuple[Any, ...], FusionKernelRuntime] = {}
+        self.reports: deque[RunReport] = deque(maxlen=REPORTS_KEPT)
+        self._runs = 0
+        self._by_input_key: OrderedDict[tuple[Any, ...], FusionKernelRuntime] = OrderedDict()
         self._by_info: dict[ConcretizationInfo, _ConcretizationEntry] = {}
+        self._recent_infos: deque[ConcretizationInfo] = deque(maxlen=REASON_CANDIDATES)
         self._scalar_dtypes = [None if isinstance(v, TensorView) else v.dtype for v in fusion.inputs]
-        self.last_runtime: FusionKernelRuntime | None = None
         self._leaf_labels = _leaf_labels(fusion)
+        self._leaves = {flag: self.initial_info.leaves(include_static_resizes=flag) for flag in (False, True)}
+
+    @property
+    def events(self) -> list[CacheEvent]:
+        return [r.event for r in self.reports]
+
+    @property
+    def last_report(self) -> RunReport | None:
+        return self.reports[-1] if self.reports else None
+
+    @property
+    def last_runtime(self) -> FusionKernelRuntime | None:
+        return self.reports[-1].runtime if self.reports else None
 
     @property
     def runtimes(self) -> list[FusionKernelRuntime]:
@@ -73,75 +104,77 @@ class FusionExecutorCache:
     def run(self, inputs: Sequence[Any], enable: Sequence[str] = (), disable: Sequence[str] = ()) -> list[Any]:
         opts = current_options().merged(enable=enable, disable=disable, source="execute")
         args = convert_inputs(self.fusion, inputs)
-        emit_dump(opts, DumpOption.fusion_args, lambda: _describe_args(self.fusion, args))
         runtime, event = self._lookup(args, opts)
-        self.events.append(event)
-        self.last_runtime = runtime
-        emit_dump(opts, DumpOption.cache_events, event.line)
-        return runtime.run(args)
+        start = time.perf_counter()
+        outputs = runtime.run(args)
+        report = RunReport(self._runs, event, runtime, _describe_args(self.fusion, args), time.perf_counter() - start)
+        self._runs += 1
+        self.reports.append(report)
+        emit_dump(opts, DumpOption.fusion_args, lambda: "Arguments:\n" + "".join(f"  {a}\n" for a in report.arguments))
+        emit_dump(opts, DumpOption.cache_events, report.event.line)
+        return outputs
 
     # -- the three levels -------------------------------------------------------------
     def _lookup(self, args: list[Any], opts: Options) -> tuple[FusionKernelRuntime, CacheEvent]:
         resize_extents = not opts.is_disabled(DisableOption.concretize_resize_extents)
         ev = bind_args(self.fusion, args)
         signature = InputSignature.of(args, self._scalar_dtypes)
-        leaves = self.initial_info.leaves(include_static_resizes=resize_extents)
-        values = tuple((self._leaf_labels.get(id(leaf), str(leaf)), ev.evaluate(leaf)) for leaf in leaves)
+        values = tuple(
+            (self._leaf_labels.get(id(leaf), str(leaf)), ev.evaluate(leaf)) for leaf in self._leaves[resize_extents]
+        )
         empties = tuple(ev.evaluate(s.extent) == 0 for s in self.initial_info.maybe_empty)
         input_key = (signature, values, empties, resize_extents)
         runtime = self._by_input_key.get(input_key)
         if runtime is not None:
+            self._by_input_key.move_to_end(input_key)
             return runtime, CacheEvent(True, LEVELS[0], runtime.name)
         key_reasons = self._input_key_reasons(input_key)
         info = compute_info(self.initial_info, ev, resize_extents)
+        runtime, event = self._by_concretization(info, signature, key_reasons, opts)
+        self._remember(input_key, runtime)
+        return runtime, event
+
+    def _by_concretization(
+        self, info: ConcretizationInfo, signature: InputSignature, key_reasons: list[str], opts: Options
+    ) -> tuple[FusionKernelRuntime, CacheEvent]:
         entry = self._by_info.get(info)
         if entry is None:
             reasons = self._concretization_reasons(info)
             entry = self._new_entry(info, opts)
-            runtime = self._new_runtime(entry, signature, opts)
-            event = CacheEvent(False, LEVELS[1], runtime.name, tuple(reasons))
-        else:
-            runtime = next((r for r in entry.runtimes if r.accepts(signature)), None)  # type: ignore[assignment]
-            if runtime is None:
-                nearest = min(entry.runtimes, key=lambda r: len(signature.diff(r.signature)))
-                reasons = signature.diff(nearest.signature) or ["no runtime for this input signature"]
-                runtime = self._new_runtime(entry, signature, opts)
-                event = CacheEvent(False, LEVELS[2], runtime.name, tuple(reasons))
-            else:
-                event = CacheEvent(True, LEVELS[1], runtime.name, tuple(key_reasons))
+            runtime = self._new_runtime(entry, signature)
+            return runtime, CacheEvent(False, LEVELS[1], runtime.name, tuple(reasons))
+        self._recent_infos.append(info)
+        reusable = next((r for r in entry.runtimes if r.accepts(signature)), None)
+        if reusable is not None:
+            return reusable, CacheEvent(True, LEVELS[1], reusable.name, tuple(key_reasons))
+        nearest = min(entry.runtimes[-REASON_CANDIDATES:], key=lambda r: len(signature.diff(r.signature)))
+        reasons = signature.diff(nearest.signature) or ["no runtime for this input signature"]
+        runtime = self._new_runtime(entry, signature)
+        return runtime, CacheEvent(False, LEVELS[2], runtime.name, tuple(reasons))
+
+    def _remember(self, input_key: tuple[Any, ...], runtime: FusionKernelRuntime) -> None:
         self._by_input_key[input_key] = runtime
-        return runtime, event
+        while len(self._by_input_key) > INPUT_KEY_CAPACITY:
+            self._by_input_key.popitem(last=False)
 
     def _input_key_reasons(self, key: tuple[Any, ...]) -> list[str]:
-        """Why the input key missed, against the most similar key seen."""
-        if not self._by_input_key:
+        """Why the input key missed, against the most similar of the recent keys."""
+        recent = list(self._by_input_key)[-REASON_CANDIDATES:]
+        if not recent:
             return []
-        signature, values, empties, resize_extents = key
-
-        def differences(other: tuple[Any, ...]) -> list[str]:
-            found = signature.diff(other[0])
-            found += [
-                f"{label} {old} -> {new}"
-                for (label, new), (_, old) in zip(values, other[1], strict=False)
-                if new != old
-            ]
-            if empties != other[2]:
-                found.append("an input became empty or non-empty")
-            if resize_extents != other[3]:
-                found.append(f"concretize_resize_extents turned {'on' if resize_extents else 'off'}")
-            return found
-
-        return min((differences(k) for k in self._by_input_key), key=len)
+        return min((_input_key_diff(key, old) for old in recent), key=len)
 
     def _concretization_reasons(self, info: ConcretizationInfo) -> list[str]:
         if not self._by_info:
             return ["first execution: nothing cached"]
-        return min((info.diff(old) for old in self._by_info), key=len)
+        return min((info.diff(old) for old in self._recent_infos), key=len)
 
     def _new_entry(self, info: ConcretizationInfo, opts: Options) -> _ConcretizationEntry:
-        concrete = concretize(self.fusion, info) if self.initial_info.is_dynamic or info.empty_extents else self.fusion
+        dynamic = self.initial_info.is_dynamic or info.empty_extents
+        concrete = concretize(self.fusion, info) if dynamic else self.fusion
         entry = _ConcretizationEntry(len(self._by_info) + 1, info, concrete)
         self._by_info[info] = entry
+        self._recent_infos.append(info)
         emit_dump(opts, DumpOption.fusion_ir_original, lambda: "Fusion IR (original):\n" + print_math(self.fusion))
         emit_dump(
             opts,
@@ -152,9 +185,7 @@ class FusionExecutorCache:
         emit_dump(opts, DumpOption.fusion_ir, lambda: print_kernel(concrete))
         return entry
 
-    def _new_runtime(
-        self, entry: _ConcretizationEntry, signature: InputSignature, opts: Options
-    ) -> FusionKernelRuntime:
+    def _new_runtime(self, entry: _ConcretizationEntry, signature: InputSignature) -> FusionKernelRuntime:
         runtime = FusionKernelRuntime(
             self.fusion_id,
             entry.id,
@@ -168,6 +199,19 @@ class FusionExecutorCache:
         return runtime
 
 
+def _input_key_diff(new: tuple[Any, ...], old: tuple[Any, ...]) -> list[str]:
+    signature, values, empties, resize_extents = new
+    found = signature.diff(old[0])
+    found += [
+        f"{label} {before} -> {now}" for (label, now), (_, before) in zip(values, old[1], strict=False) if now != before
+    ]
+    if empties != old[2]:
+        found.append("an input became empty or non-empty")
+    if resize_extents != old[3]:
+        found.append(f"concretize_resize_extents turned {'on' if resize_extents else 'off'}")
+    return found
+
+
 def _leaf_labels(fusion: Fusion) -> dict[int, str]:
     """How cache reasons name the values that matter: `scalar i11`, `T0 axis 2 (i3)`."""
     labels: dict[int, str] = {}
@@ -176,17 +220,17 @@ def _leaf_labels(fusion: Fusion) -> dict[int, str]:
             for axis, dim in enumerate(val.logical_no_reductions()):
                 extent = dim.maybe_expanded_extent
                 labels.setdefault(id(extent), f"T{val.name} axis {axis} ({extent})")
-        else:
+        elif isinstance(val, Scalar):
             labels[id(val)] = f"scalar {val}"
     return labels
 
 
-def _describe_args(fusion: Fusion, args: Sequence[Any]) -> str:
-    lines = ["Arguments:"]
+def _describe_args(fusion: Fusion, args: Sequence[Any]) -> tuple[str, ...]:
+    lines = []
     for index, (val, arg) in enumerate(zip(fusion.inputs, args, strict=True)):
         if isinstance(arg, TensorArg):
             layout = f"shape {list(arg.shape)} strides {list(arg.strides)}"
-            lines.append(f"  {index}: T{val.name} {arg.dtype!r} {layout} ({arg.origin})")
+            lines.append(f"{index}: T{val.name} {arg.dtype!r} {layout} ({arg.origin})")
         else:
-            lines.append(f"  {index}: {val} = {arg!r}")
-    return "\n".join(lines) + "\n"
+            lines.append(f"{index}: {val} = {arg!r}")
+    return tuple(lines)

@@ -31,9 +31,10 @@ class Backend(Protocol):
 class _ReferenceExecutable:
     def __init__(self, fusion: Fusion) -> None:
         self.fusion = fusion
+        self.exprs = fusion.exprs()  # the order is fixed once compiled
 
     def run(self, args: Sequence[Any]) -> list[Any]:
-        return evaluate_fusion(self.fusion, bind_args(self.fusion, args))
+        return evaluate_fusion(self.fusion, bind_args(self.fusion, args), self.exprs)
 
 
 class ReferenceBackend:

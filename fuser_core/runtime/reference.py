@@ -2,7 +2,9 @@
 
 It is the ground truth every generated kernel is checked against, and the backend
 that runs everything on a machine with no GPU. Narrow floats are computed in
-float32 and rounded when stored; sums accumulate in 64 bits.
+float32 and rounded when stored; sums accumulate in 64 bits. Every result is checked
+against the extents the IR gives its tensor, so the reference never silently agrees
+with data the IR says cannot be, and intermediates are freed after their last use.
 """
 
 from __future__ import annotations
@@ -13,35 +15,78 @@ from typing import Any
 import numpy as np
 
 from fuser_core.errors import FuserError
+from fuser_core.ir.base import Expr, Val
 from fuser_core.ir.evaluator import ExpressionEvaluator
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.tensor_view import TensorView
 
 
-def evaluate_fusion(fusion: Fusion, ev: ExpressionEvaluator) -> list[Any]:
-    """Outputs of `fusion` with its inputs bound in `ev`."""
-    for expr in fusion.exprs():
+def evaluate_fusion(fusion: Fusion, ev: ExpressionEvaluator, exprs: Sequence[Expr] | None = None) -> list[Any]:
+    """Outputs of `fusion` with its inputs bound in `ev`. `exprs` is the fusion's
+    topological order, when the caller has it already."""
+    order = list(fusion.exprs()) if exprs is None else list(exprs)
+    last_use = _last_uses(order)
+    keep = {id(v) for v in (*fusion.inputs, *fusion.outputs)}
+    for step, expr in enumerate(order):
         if all(ev.is_bound(out) for out in expr.outputs):
             continue
         values = [ev.evaluate(v) for v in expr.inputs]
-        try:
-            results = expr.evaluate(values, ev)
-        except FuserError:
-            raise
-        except (ValueError, IndexError, TypeError) as err:
-            shapes = [list(v.shape) for v in values if isinstance(v, np.ndarray)]
-            raise FuserError(
-                f"cannot evaluate on inputs of shapes {shapes}: {err}",
-                op=expr.op_name,
-                tensor=str(expr.outputs[0]),
-                location=expr.location,
-            ) from err
+        results = _run(expr, values, ev)
         for out, result in zip(expr.outputs, results, strict=True):
+            if isinstance(out, TensorView):
+                _check_shape(expr, out, result, values, ev)
             ev.bind(out, result)
+        for val in expr.inputs:
+            if isinstance(val, TensorView) and last_use.get(id(val)) == step and id(val) not in keep:
+                ev.forget(val)
     return [_output_value(fusion, out, ev.evaluate(out)) for out in fusion.outputs]
 
 
-def _output_value(fusion: Fusion, out: Any, value: Any) -> Any:
+def _last_uses(order: Sequence[Expr]) -> dict[int, int]:
+    last: dict[int, int] = {}
+    for step, expr in enumerate(order):
+        for val in expr.inputs:
+            last[id(val)] = step
+    return last
+
+
+def _run(expr: Expr, values: list[Any], ev: ExpressionEvaluator) -> list[Any]:
+    try:
+        return expr.evaluate(values, ev)
+    except FuserError:
+        raise
+    except (ValueError, IndexError, TypeError) as err:
+        raise FuserError(
+            f"cannot evaluate on inputs of shapes {_shapes(values)}: {err}",
+            op=expr.op_name,
+            tensor=str(expr.outputs[0]),
+            location=expr.location,
+        ) from err
+
+
+def _shapes(values: Sequence[Any]) -> list[list[int]]:
+    return [list(v.shape) for v in values if isinstance(v, np.ndarray)]
+
+
+def _check_shape(expr: Expr, out: TensorView, result: Any, values: list[Any], ev: ExpressionEvaluator) -> None:
+    """The data must have the shape the IR's extents give: anything else means the
+    inputs contradict the fusion (e.g. a size-1 axis defined -1 meeting a larger one)."""
+    expected = [int(ev.evaluate(d.maybe_expanded_extent)) for d in out.logical_no_reductions()]
+    actual = list(np.shape(result))
+    if actual == expected:
+        return
+    message = f"T{out.name} comes out with shape {actual}, but the fusion gives it extents {expected}"
+    if len(_shapes(values)) > 1:
+        message += (
+            f": the operands' shapes {_shapes(values)} disagree (an axis defined with -1 is not "
+            "broadcast even when its size is 1: define it with size 1 to broadcast)"
+        )
+    else:
+        message += f": its input of shape {_shapes(values)[0] if _shapes(values) else []} does not fit them"
+    raise FuserError(message, op=expr.op_name, tensor=f"T{out.name}", location=expr.location)
+
+
+def _output_value(fusion: Fusion, out: Val, value: Any) -> Any:
     if not isinstance(out, TensorView):
         return value
     array = np.asarray(value).astype(out.dtype.numpy, copy=False)

@@ -9,8 +9,8 @@ from fuser_core.options import (
     current_options,
     dump_sink,
     emit_dump,
-    options,
     options_from_env,
+    use_options,
 )
 
 
@@ -40,9 +40,9 @@ def test_the_context_manager_adds_and_restores(monkeypatch):
     monkeypatch.delenv("FUSER_DUMP", raising=False)
     monkeypatch.delenv("NVFUSER_DUMP", raising=False)
     assert not current_options().dump
-    with options(dump="cache_events"):
+    with use_options(dump="cache_events"):
         assert current_options().dumps(DumpOption.cache_events)
-        with options(disable=["concretize_resize_extents"]):
+        with use_options(disable=["concretize_resize_extents"]):
             assert current_options().dumps(DumpOption.cache_events)
             assert current_options().is_disabled(DisableOption.concretize_resize_extents)
     assert not current_options().dump

@@ -169,3 +169,55 @@ def test_chained_dynamic_reshapes_with_an_op_between():
     (out,) = fd.execute([x, 4])
     np.testing.assert_array_equal(out, np.maximum(x, 0).reshape(-1))
     assert "?S" not in print_kernel(fd.executor_cache.last_runtime.fusion)
+
+
+def test_reshape_then_slice_with_constant_extents():
+    """A reshape's extent substitution and the resize constants chain: the slice's
+    bounds end up as literals, nothing stays bound to a removed value."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1, -1], contiguity=True)
+        b = fd.define_scalar(None, dtype=DataType.Int)
+        t = fd.define_scalar(None, dtype=DataType.Int)
+        y = fd.ops.reshape(x, [b, t, -1])
+        fd.add_output(fd.ops.slice(y, [0, 1, 0], [fd.ops.size(y, 0), fd.ops.size(y, 1), fd.ops.size(y, 2)]))
+    data = np.random.default_rng(7).standard_normal((2, 5, 8), dtype=np.float32)
+    for disable in ([], ["concretize_resize_extents"]):
+        (out,) = fd.execute([data, 2, 5], _disable_options=disable)
+        np.testing.assert_array_equal(out, data[:, 1:, :])
+
+
+def test_constant_extents_fold_away_the_scalar_math():
+    """With concretize_resize_extents the slice bounds' min/max arithmetic folds to
+    constants: no scalar expression of constants is left in the concretized IR."""
+    with FusionDefinition() as fd:
+        q = fd.define_tensor(shape=[-1, -1], contiguity=True)
+        fd.add_output(fd.ops.slice(q, [0, 0], [4, 8]))
+    fd.execute([np.ones((4, 32), np.float32)])
+    printed = print_kernel(fd.executor_cache.last_runtime.fusion)
+    assert "fmin" not in printed and "fmax" not in printed
+    assert "= slice( T0_g[ iS" in printed and "{ {0, 4, 1} {0, 8, 1} }" in printed
+
+
+def test_empty_reshapes_of_different_shapes_do_not_share_a_runtime():
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True)
+        s0 = fd.define_scalar(None, dtype=DataType.Int)
+        fd.add_output(fd.ops.reshape(t0, [s0, -1]))
+    x = np.zeros((0, 4), np.float32)
+    assert fd.execute([x, 2])[0].shape == (2, 0)
+    assert fd.execute([x, 3])[0].shape == (3, 0)
+    assert not fd.executor_cache.events[-1].hit
+
+
+def test_linear_after_a_dynamic_reshape():
+    """Symbolic axes resolve through linear/matmul's axis mapping too."""
+    with FusionDefinition() as fd:
+        a = fd.define_tensor(shape=[-1, -1], contiguity=True)
+        rows = fd.define_scalar(None, dtype=DataType.Int)
+        w = fd.define_tensor(shape=[-1, -1], contiguity=True)
+        fd.add_output(fd.ops.linear(fd.ops.reshape(a, [rows, -1]), w))
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((4, 6), dtype=np.float32)
+    weight = rng.standard_normal((5, 3), dtype=np.float32)
+    (out,) = fd.execute([x, 8, weight])
+    np.testing.assert_allclose(out, x.reshape(8, 3) @ weight.T, rtol=1e-5, atol=1e-6)

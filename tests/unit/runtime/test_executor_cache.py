@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from fuser_core import DataType, FuserError, FusionDefinition
-from fuser_core.options import dump_sink, options
+from fuser_core.options import dump_sink, use_options
+from fuser_core.runtime import executor_cache
 
 
 def pointwise() -> FusionDefinition:
@@ -150,7 +151,7 @@ def test_fusion_id_comes_from_the_definition():
 def test_cache_events_dump_prints_one_line_per_execution():
     fd = pointwise()
     lines: list[str] = []
-    with dump_sink(lambda option, text: lines.append(text)), options(dump="cache_events"):
+    with dump_sink(lambda option, text: lines.append(text)), use_options(dump="cache_events"):
         fd.execute([rand(2, 2)])
         fd.execute([rand(2, 2)])
     assert len(lines) == 2
@@ -162,3 +163,27 @@ def test_unknown_option_in_execute_lists_the_valid_names():
     with pytest.raises(FuserError) as err:
         fd.execute([rand(2, 2)], _disable_options=["no_such_option"])
     assert "concretize_resize_extents" in str(err.value)
+
+
+def test_the_input_key_level_is_an_lru(monkeypatch):
+    monkeypatch.setattr(executor_cache, "INPUT_KEY_CAPACITY", 2)
+    fd = pad_fusion()
+    off = ["concretize_resize_extents"]
+    x = rand(4, 6)
+    for widths in ((1, 1), (1, 2), (1, 3)):
+        fd.execute([x, *widths], _disable_options=off)
+    fd.execute([x, 1, 1], _disable_options=off)  # evicted from level 1: found at level 2
+    event = fd.executor_cache.events[-1]
+    assert event.hit and event.level == "concretization"
+    fd.execute([x, 1, 3], _disable_options=off)
+    assert fd.executor_cache.events[-1].level == "input key"
+
+
+def test_each_run_leaves_a_report():
+    fd = pointwise()
+    fd.execute([rand(2, 3)])
+    report = fd.executor_cache.last_report
+    assert report.index == 0 and report.event.runtime == "f0_c1_r0"
+    assert report.arguments == ("0: T0 DataType.Float shape [2, 3] strides [3, 1] (numpy)",)
+    assert report.runtime.fusion is fd.fusion  # a static fusion runs as defined
+    assert report.seconds >= 0
