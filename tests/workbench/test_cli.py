@@ -306,3 +306,38 @@ def test_a_refused_part_after_execute_is_a_note_and_the_rest_works(tmp_path, cap
     assert code == 0
     assert "note: skipped timed.py:14:" in text
     assert re.search(r"^cache: miss\b", text, re.MULTILINE)
+
+
+HUGE = """\
+import torch
+from nvfuser import FusionDefinition, DataType
+
+with FusionDefinition() as fd:
+    T0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+    fd.add_output(fd.ops.exp(T0))
+
+inputs = [torch.randn(2**20, 2**20, device="cuda")]
+fd.execute(inputs)
+"""
+
+
+def test_inputs_bigger_than_the_limit_are_refused_before_anything_is_made(tmp_path, capsys):
+    script = tmp_path / "huge.py"
+    script.write_text(HUGE)
+    code, _ = run_cli("dump", str(script), "--dump", "cache_events")
+    assert code == 1
+    message = one_error_line(capsys.readouterr().err)
+    assert "4.0 TiB" in message and "--max-input-bytes" in message
+
+
+def test_an_internal_error_is_one_line_unless_a_traceback_is_asked_for(monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise RuntimeError("an invariant broke")
+
+    monkeypatch.setattr("workbench.cli.load_repro", broken)
+    assert run_cli("dump", "softmax") == (1, "")
+    message = one_error_line(capsys.readouterr().err)
+    assert "internal error" in message and "RuntimeError: an invariant broke" in message
+    monkeypatch.setenv("FUSER_TRACEBACK", "1")
+    with pytest.raises(RuntimeError, match="an invariant broke"):
+        run_cli("dump", "softmax")

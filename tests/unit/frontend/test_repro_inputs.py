@@ -1,38 +1,10 @@
 """load_repro: a repro script's inputs become lazy specs with torch's shapes, strides, dtypes and fills."""
 
-import textwrap
-
 import numpy as np
 import pytest
+from script_helpers import DEFINITION, HEADER, element_strides, load, only
 
-from fuser_core import DataType, ScalarSpec, TensorSpec, load_repro
-from fuser_core.frontend.repro_loader import ReproScript
-
-HEADER = """\
-import torch
-from nvfuser import FusionDefinition, DataType
-"""
-
-DEFINITION = """
-with FusionDefinition() as fd:
-    t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True])
-    s0 = fd.define_scalar(None, dtype=DataType.Double)
-    fd.add_output(fd.ops.mul(t0, s0))
-"""
-
-
-def load(*parts: str) -> ReproScript:
-    """The script made of `parts`, each dedented on its own."""
-    return load_repro("".join(textwrap.dedent(part) for part in parts))
-
-
-def only(script: ReproScript):
-    assert len(script.definitions) == 1, [d.name for d in script.definitions]
-    return script.definitions[0]
-
-
-def element_strides(array: np.ndarray) -> tuple[int, ...]:
-    return tuple(s // array.itemsize for s in array.strides)
+from fuser_core import DataType, ScalarSpec, TensorSpec
 
 
 def test_inputs_assigned_before_the_definition_without_execute():

@@ -5,14 +5,9 @@ import textwrap
 import ml_dtypes
 import numpy as np
 import pytest
+from script_helpers import DEFINITION, HEADER, element_strides, load, only
 
 from fuser_core import DataType, FuserError, ScalarSpec, TensorSpec, load_repro
-from fuser_core.frontend.repro_loader import ReproScript
-
-HEADER = """\
-import torch
-from nvfuser import FusionDefinition, DataType
-"""
 
 PRINT_REPRO = """\
 # CUDA devices:
@@ -49,20 +44,6 @@ fd.execute(inputs)
 """  # noqa: E501
 
 
-def load(*parts: str) -> ReproScript:
-    """The script made of `parts`, each dedented on its own."""
-    return load_repro("".join(textwrap.dedent(part) for part in parts))
-
-
-def only(script: ReproScript):
-    assert len(script.definitions) == 1, [d.name for d in script.definitions]
-    return script.definitions[0]
-
-
-def element_strides(array: np.ndarray) -> tuple[int, ...]:
-    return tuple(s // array.itemsize for s in array.strides)
-
-
 def run(ld) -> list:
     return ld.fd.execute(ld.materialize_inputs(seed=0))
 
@@ -71,14 +52,6 @@ def simple(body: str, inputs: str = "[torch.randn(2, 3)]") -> str:
     """A script with one with-block whose body is `body` (4-space indented)."""
     indented = textwrap.indent(textwrap.dedent(body), "    ")
     return f"{HEADER}with FusionDefinition() as fd:\n{indented}\ninputs = {inputs}\nfd.execute(inputs)\n"
-
-
-DEFINITION = """
-with FusionDefinition() as fd:
-    t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True])
-    s0 = fd.define_scalar(None, dtype=DataType.Double)
-    fd.add_output(fd.ops.mul(t0, s0))
-"""
 
 
 # -- the print_repro format --------------------------------------------------------------------

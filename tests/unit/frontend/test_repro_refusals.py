@@ -5,33 +5,11 @@ import pathlib
 import textwrap
 
 import pytest
+from script_helpers import DEFINITION, HEADER, load, only
 
 import fuser_core.frontend as frontend_pkg
 from fuser_core import FuserError, load_repro
 from fuser_core.frontend.repro_expressions import MAX_STEPS, MAX_WORK
-from fuser_core.frontend.repro_loader import ReproScript
-
-HEADER = """\
-import torch
-from nvfuser import FusionDefinition, DataType
-"""
-
-DEFINITION = """
-with FusionDefinition() as fd:
-    t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True])
-    s0 = fd.define_scalar(None, dtype=DataType.Double)
-    fd.add_output(fd.ops.mul(t0, s0))
-"""
-
-
-def load(*parts: str) -> ReproScript:
-    """The script made of `parts`, each dedented on its own."""
-    return load_repro("".join(textwrap.dedent(part) for part in parts))
-
-
-def only(script: ReproScript):
-    assert len(script.definitions) == 1, [d.name for d in script.definitions]
-    return script.definitions[0]
 
 
 def simple(body: str) -> str:
