@@ -36,7 +36,7 @@ class FusionDefinition:
         self._fusion: Fusion | None = None
         self._completed = False
         self._exit_stack: contextlib.ExitStack | None = None
-        self._executor: Any = None
+        self._executor: FusionExecutorCache | None = None
         self.ops = Operators(self)
 
     # -- the with-block ---------------------------------------------------------------
@@ -197,12 +197,10 @@ class FusionDefinition:
             raise FuserError("execute() needs a complete definition: call it after the `with` block")
         if self._executor is None:
             self._executor = FusionExecutorCache(self.fusion, fusion_id=self.id or 0)
-        return self._executor.run(  # type: ignore[no-any-return]
-            inputs, enable=list(_enable_options), disable=list(_disable_options)
-        )
+        return self._executor.run(inputs, enable=list(_enable_options), disable=list(_disable_options))
 
     @property
-    def executor_cache(self) -> Any:
+    def executor_cache(self) -> FusionExecutorCache | None:
         """The FusionExecutorCache behind `execute` (None before the first run)."""
         return self._executor
 
