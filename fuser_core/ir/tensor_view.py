@@ -57,6 +57,9 @@ class TensorDomain(Statement):
         if len(contiguity) != len(alloc):
             raise InternalError(f"contiguity {list(contiguity)} does not fit {len(alloc)} axes")
         self.contiguity: list[Contiguity] = list(contiguity)
+        # An allocation domain is a requirement (an input's layout, a user's stride_order)
+        # unless a pass only proposed it: a hint, which a scheduler may drop (#2425).
+        self.allocation_is_hint = False
         self.name = self.fusion.register_statement(self, "td")
 
     @property
@@ -66,6 +69,25 @@ class TensorDomain(Statement):
     @property
     def maybe_allocation(self) -> list[IterDomain]:
         return self.allocation if self.allocation is not None else self.logical
+
+    def set_allocation(
+        self, allocation: Sequence[IterDomain] | None, contiguity: Sequence[Contiguity], *, hint: bool
+    ) -> None:
+        """Lay the tensor out as `allocation` (None: logical order). `hint` marks a
+        proposal of a pass, kept apart from requirements."""
+        alloc = list(allocation) if allocation is not None else list(self.logical)
+        if len(contiguity) != len(alloc):
+            raise InternalError(f"contiguity {list(contiguity)} does not fit {len(alloc)} axes")
+        self.allocation = list(allocation) if allocation is not None else None
+        self.contiguity = list(contiguity)
+        self.allocation_is_hint = hint and allocation is not None
+
+    def drop_allocation_hint(self) -> None:
+        """Back to logical order; only a hint may be dropped."""
+        if self.allocation is not None and not self.allocation_is_hint:
+            raise InternalError("a required allocation domain cannot be dropped")
+        if self.allocation is not None:
+            self.set_allocation(None, filled_contiguity(self.logical, True), hint=False)
 
     @property
     def has_root(self) -> bool:
