@@ -25,8 +25,13 @@ from fuser_core.errors import FuserError
 class DumpOption(enum.Enum):
     fusion_ir_original = "the fusion as defined, before concretization"
     fusion_ir_concretized = "the concretization info and the concretized fusion with its transforms"
-    fusion_ir_math = "the math of the fusion that runs (concretized)"
-    fusion_ir = "the fusion that runs, with the TransformPrinter block"
+    fusion_ir_preseg = "each pre-segmentation pass (changed or not, time) and the fusion IR after them"
+    fusion_ir_presched = "the fusion IR with each expression marked by its segment, and a legend of why segments split"
+    segmented_fusion = "nvFuser's Segmented_Fusion{ groups, edges, group details } dump"
+    segmenter_logging = "every merge the segmenter tried, accepted or rejected with each scheduler's reason"
+    scheduler_params = "each segment's scheduler and heuristic parameters"
+    fusion_ir_math = "the math of each scheduled segment, under a header naming its kernel"
+    fusion_ir = "each scheduled segment with its TransformPrinter block (loop domains, ca_pos)"
     fusion_args = "the inputs of each execution: shapes, strides, dtypes, scalar values"
     cache_events = "one line per execution: cache hit or miss, at which level and why"
 
@@ -39,6 +44,10 @@ class EnableOption(enum.Enum):
 class DisableOption(enum.Enum):
     concretize_resize_extents = "keep pad/slice/cat extents symbolic; concretize only their IterType (nvFuser PR #2835)"
 
+
+# Device models the schedulers can size heuristics for when no GPU is read.
+DEVICE_MODELS = ("h100_sxm", "h200")
+DEVICE_MODEL_ENV = "FUSER_DEVICE_MODEL"
 
 _ENV = {
     DumpOption: ("FUSER_DUMP", "NVFUSER_DUMP"),
@@ -83,6 +92,7 @@ class Options:
     dump: frozenset[DumpOption] = field(default_factory=frozenset)
     enable: frozenset[EnableOption] = field(default_factory=frozenset)
     disable: frozenset[DisableOption] = field(default_factory=frozenset)
+    device_model: str | None = None  # one of DEVICE_MODELS; None reads the GPU, else H100 SXM
 
     def dumps(self, option: DumpOption) -> bool:
         return option in self.dump
@@ -99,12 +109,22 @@ class Options:
         enable: Iterable[str] | str = (),
         disable: Iterable[str] | str = (),
         source: str = "options",
+        device_model: str | None = None,
     ) -> Options:
         return Options(
             self.dump | parse_names(DumpOption, dump, source),
             self.enable | parse_names(EnableOption, enable, source),
             self.disable | parse_names(DisableOption, disable, source),
+            _device_model(device_model, source) if device_model else self.device_model,
         )
+
+
+def _device_model(name: str, source: str) -> str:
+    key = name.lower()
+    key = "h100_sxm" if key == "h100" else key
+    if key not in DEVICE_MODELS:
+        raise FuserError(f"unknown device model {name!r} in {source}; valid: {', '.join(DEVICE_MODELS)}")
+    return key
 
 
 def options_from_env(env: Mapping[str, str] | None = None) -> Options:
@@ -116,7 +136,9 @@ def options_from_env(env: Mapping[str, str] | None = None) -> Options:
             if env.get(var):
                 values |= parse_names(kind, env[var], var)
         found[kind] = values
-    return Options(found[DumpOption], found[EnableOption], found[DisableOption])
+    model = env.get(DEVICE_MODEL_ENV) or None
+    device = _device_model(model, DEVICE_MODEL_ENV) if model else None
+    return Options(found[DumpOption], found[EnableOption], found[DisableOption], device)
 
 
 _override: contextvars.ContextVar[Options | None] = contextvars.ContextVar("fuser_options", default=None)
@@ -128,7 +150,9 @@ def current_options() -> Options:
     override = _override.get()
     if override is not None:
         return override
-    key = tuple(os.environ.get(v, "") for names in _ENV.values() for v in names)
+    key = tuple(os.environ.get(v, "") for names in _ENV.values() for v in names) + (
+        os.environ.get(DEVICE_MODEL_ENV, ""),
+    )
     if key not in _env_cache:
         _env_cache[key] = options_from_env()
     return _env_cache[key]
@@ -140,10 +164,11 @@ def use_options(
     enable: Iterable[str] | str = (),
     disable: Iterable[str] | str = (),
     source: str = "use_options()",
+    device_model: str | None = None,
 ) -> Iterator[Options]:
     """Add options for the duration of a `with` block; `source` names where they came
     from in the error an unknown name raises."""
-    merged = current_options().merged(dump, enable, disable, source)
+    merged = current_options().merged(dump, enable, disable, source, device_model)
     token = _override.set(merged)
     try:
         yield merged

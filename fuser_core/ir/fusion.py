@@ -164,6 +164,83 @@ class Fusion:
         return new, mapping
 
 
+    def clone_subset(self, exprs: list[Expr], inputs: list[Val], outputs: list[Val]) -> tuple[Fusion, dict[int, Any]]:
+        """A fusion of only `exprs` (a segment), with the given inputs and outputs, names
+        and counters kept. Work is proportional to the segment, not to this fusion:
+        references to statements outside it are dropped (`uses`) or cut (`definition`)."""
+        keep = _closure(exprs, inputs)
+        new = Fusion()
+        mapping: dict[int, Any] = {}
+        for stmt in self._statements:
+            if id(stmt) in keep:
+                mapping[id(stmt)] = object.__new__(type(stmt))
+        kept = [s for s in self._statements if id(s) in keep]
+        for stmt in kept:
+            copy = mapping[id(stmt)]
+            for key, value in vars(stmt).items():
+                setattr(copy, key, _remap_subset(key, value, mapping, self, new))
+        new._statements = [mapping[id(s)] for s in kept]
+        new._counters = dict(self._counters)
+        scalars = [v for v in self.inputs if not isinstance(v, TensorView) and id(v) in keep and v not in inputs]
+        new.inputs = [mapping[id(v)] for v in [*inputs, *scalars]]
+        new.outputs = [mapping[id(v)] for v in outputs]
+        for val in new.inputs:
+            val.definition = None
+        for tv, order in self.output_stride_order.items():
+            if id(tv) in keep and any(tv is o for o in outputs):
+                new.output_stride_order[mapping[id(tv)]] = list(order)
+        new._zero = mapping.get(id(self._zero)) if self._zero is not None else None
+        new._one = mapping.get(id(self._one)) if self._one is not None else None
+        for val in new.outputs:
+            if isinstance(val, TensorView):
+                val.memory_type = MemoryType.Global
+        for val in new.inputs:
+            if isinstance(val, TensorView):
+                val.memory_type = MemoryType.Global
+        return new, mapping
+
+
+def _closure(exprs: list[Expr], inputs: list[Val]) -> set[int]:
+    """Ids of every statement a segment needs: its exprs, their values, the tensors'
+    domains and IterDomains, and the scalar expressions extents are built from."""
+    keep: set[int] = set()
+    stack: list[Statement] = [*exprs, *inputs]
+    input_ids = {id(v) for v in inputs}
+    while stack:
+        stmt = stack.pop()
+        if id(stmt) in keep:
+            continue
+        keep.add(id(stmt))
+        stack.extend(_needed_by(stmt, input_ids))
+    return keep
+
+
+def _needed_by(stmt: Statement, input_ids: set[int]) -> list[Statement]:
+    if isinstance(stmt, Expr):
+        return [*stmt.inputs, *stmt.outputs]
+    if isinstance(stmt, TensorView):
+        return [stmt.domain, *stmt.domain.all_ids()]
+    needed: list[Statement] = []
+    for attr in ("start", "extent", "expanded_extent"):
+        value = getattr(stmt, attr, None)
+        if isinstance(value, Statement):
+            needed.append(value)
+    definition = getattr(stmt, "definition", None)
+    # A tensor input of the segment is computed elsewhere; IterDomains and scalars keep
+    # their definitions (transforms, extent arithmetic).
+    if definition is not None and id(stmt) not in input_ids and not isinstance(stmt, TensorView):
+        needed.append(definition)
+    return needed
+
+
+def _remap_subset(key: str, value: Any, mapping: dict[int, Any], old: Fusion, new: Fusion) -> Any:
+    if key in ("definition", "replayed_from"):
+        return mapping.get(id(value)) if value is not None else None
+    if key == "uses":
+        return [mapping[id(e)] for e in value if id(e) in mapping]
+    return _remap(value, mapping, old, new)
+
+
 def _remap(value: Any, mapping: dict[int, Any], old: Fusion, new: Fusion) -> Any:
     if isinstance(value, Statement):
         try:

@@ -61,6 +61,9 @@ class IterDomain(Val):
         self.iter_type = iter_type
         self.parallel_type = parallel_type
         self.is_rfactor_product = is_rfactor_product
+        # The loop IterDomain of another tensor this one was replayed from by a
+        # scheduler's propagation: chains end at the reference tensor's loop IDs.
+        self.replayed_from: IterDomain | None = None
         super().__init__(DataType.Index, fusion)
 
     # -- queries ---------------------------------------------------------------------

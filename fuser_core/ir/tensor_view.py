@@ -223,6 +223,10 @@ class TensorView(Val):
         self.domain.loop = [r if r is not None else next(rest) for r in result]
         return self
 
+    def parallelize(self, axis: int, parallel_type: idx.ParallelType) -> TensorView:
+        self.loop[self._loop_axis(axis)].parallel_type = parallel_type
+        return self
+
     def _loop_axis(self, axis: int) -> int:
         n = len(self.loop)
         if not -n <= axis < n:

@@ -24,12 +24,14 @@ from fuser_core.dynamic.concretize import concretize
 from fuser_core.dynamic.initial_info import analyze_fusion
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.printer import print_kernel, print_math
+from fuser_core.runtime.dumps import emit_runtime_dumps
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.options import DisableOption, DumpOption, Options, current_options, emit_dump
 from fuser_core.runtime.arguments import TensorArg, bind_args, convert_inputs
-from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend
+from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend, compile_fusion
 from fuser_core.runtime.signature import InputSignature
+from fuser_core.scheduler.device import select_device
 
 LEVELS = ("input key", "concretization", "runtime")
 INPUT_KEY_CAPACITY = 256  # level-1 entries kept (least recently used go first)
@@ -130,18 +132,23 @@ class FusionExecutorCache:
             return runtime, CacheEvent(True, LEVELS[0], runtime.name)
         key_reasons = self._input_key_reasons(input_key)
         info = compute_info(self.initial_info, ev, resize_extents)
-        runtime, event = self._by_concretization(info, signature, key_reasons, opts)
+        runtime, event = self._by_concretization(info, signature, key_reasons, opts, args)
         self._remember(input_key, runtime)
         return runtime, event
 
     def _by_concretization(
-        self, info: ConcretizationInfo, signature: InputSignature, key_reasons: list[str], opts: Options
+        self,
+        info: ConcretizationInfo,
+        signature: InputSignature,
+        key_reasons: list[str],
+        opts: Options,
+        args: list[Any],
     ) -> tuple[FusionKernelRuntime, CacheEvent]:
         entry = self._by_info.get(info)
         if entry is None:
             reasons = self._concretization_reasons(info)
             entry = self._new_entry(info, opts)
-            runtime = self._new_runtime(entry, signature)
+            runtime = self._new_runtime(entry, signature, args, opts)
             return runtime, CacheEvent(False, LEVELS[1], runtime.name, tuple(reasons))
         self._recent_infos.append(info)
         reusable = next((r for r in entry.runtimes if r.accepts(signature)), None)
@@ -149,7 +156,7 @@ class FusionExecutorCache:
             return reusable, CacheEvent(True, LEVELS[1], reusable.name, tuple(key_reasons))
         nearest = min(entry.runtimes[-REASON_CANDIDATES:], key=lambda r: len(signature.diff(r.signature)))
         reasons = signature.diff(nearest.signature) or ["no runtime for this input signature"]
-        runtime = self._new_runtime(entry, signature)
+        runtime = self._new_runtime(entry, signature, args, opts)
         return runtime, CacheEvent(False, LEVELS[2], runtime.name, tuple(reasons))
 
     def _remember(self, input_key: tuple[Any, ...], runtime: FusionKernelRuntime) -> None:
@@ -181,11 +188,13 @@ class FusionExecutorCache:
             DumpOption.fusion_ir_concretized,
             lambda: info.describe() + "\nConcretized Fusion:\n" + print_kernel(concrete),
         )
-        emit_dump(opts, DumpOption.fusion_ir_math, lambda: print_math(concrete))
-        emit_dump(opts, DumpOption.fusion_ir, lambda: print_kernel(concrete))
         return entry
 
-    def _new_runtime(self, entry: _ConcretizationEntry, signature: InputSignature) -> FusionKernelRuntime:
+    def _new_runtime(
+        self, entry: _ConcretizationEntry, signature: InputSignature, args: list[Any], opts: Options
+    ) -> FusionKernelRuntime:
+        device = select_device(opts.device_model)
+        compiled = compile_fusion(entry.fusion, args, device, signature.index_type)
         runtime = FusionKernelRuntime(
             self.fusion_id,
             entry.id,
@@ -193,9 +202,11 @@ class FusionExecutorCache:
             entry.info,
             entry.fusion,
             signature,
-            self.backend.compile(entry.fusion, signature),
+            compiled,
+            self.backend.compile(compiled.segmented, signature),
         )
         entry.runtimes.append(runtime)
+        emit_runtime_dumps(opts, runtime)
         return runtime
 
 

@@ -1,8 +1,9 @@
-"""A FusionKernelRuntime: one concretized fusion made runnable by a backend.
+"""A FusionKernelRuntime: one concretized fusion made runnable for one input signature.
 
-The backend turns a concretized Fusion into something that runs it. The reference
-backend evaluates it with NumPy; the CUDA backend will segment, schedule, compile
-and launch behind the same protocol.
+Building it runs the pipeline's compile half on a copy of the concretized fusion: the
+pre-segmentation passes, segmentation with the run's sizes, and the scheduling of
+every group. The backend then runs the scheduled groups; the reference backend
+evaluates each group's own fusion with NumPy, kernel by kernel.
 """
 
 from __future__ import annotations
@@ -13,9 +14,15 @@ from typing import Any, Protocol
 
 from fuser_core.dynamic.concretization_info import ConcretizationInfo
 from fuser_core.ir.fusion import Fusion
+from fuser_core.passes import PassRecord, run_presegmentation_passes
 from fuser_core.runtime.arguments import bind_args
-from fuser_core.runtime.reference import evaluate_fusion
+from fuser_core.runtime.reference import evaluate_groups
 from fuser_core.runtime.signature import InputSignature
+from fuser_core.scheduler.device import DeviceProperties
+from fuser_core.scheduler.group_view import RuntimeInfo
+from fuser_core.segmenter.finder import segment
+from fuser_core.segmenter.scheduling import schedule_groups
+from fuser_core.segmenter.segmented_fusion import SegmentedFusion
 
 
 class Executable(Protocol):
@@ -25,25 +32,46 @@ class Executable(Protocol):
 class Backend(Protocol):
     name: str
 
-    def compile(self, fusion: Fusion, signature: InputSignature) -> Executable: ...
+    def compile(self, segmented: SegmentedFusion, signature: InputSignature) -> Executable: ...
 
 
 class _ReferenceExecutable:
-    def __init__(self, fusion: Fusion) -> None:
-        self.fusion = fusion
-        self.exprs = fusion.exprs()  # the order is fixed once compiled
+    def __init__(self, segmented: SegmentedFusion) -> None:
+        self.complete = segmented.complete
+        # Rfactored partial reductions have no NumPy meaning of their own: the reference
+        # runs each group's math as segmented, before its transforms.
+        self.groups = [g.unscheduled for g in segmented.groups if g.unscheduled is not None]
 
     def run(self, args: Sequence[Any]) -> list[Any]:
-        return evaluate_fusion(self.fusion, bind_args(self.fusion, args), self.exprs)
+        return evaluate_groups(self.complete, self.groups, bind_args(self.complete, args))
 
 
 class ReferenceBackend:
-    """Runs fusions with NumPy on the host: every op, every dtype, no GPU."""
+    """Runs fusions with NumPy on the host, group by group: every op, every dtype, no GPU."""
 
     name = "reference"
 
-    def compile(self, fusion: Fusion, signature: InputSignature) -> Executable:
-        return _ReferenceExecutable(fusion)
+    def compile(self, segmented: SegmentedFusion, signature: InputSignature) -> Executable:
+        return _ReferenceExecutable(segmented)
+
+
+@dataclass(frozen=True)
+class CompiledFusion:
+    """What the compile half of the pipeline left: the passes' record, the segmented
+    fusion with each group's parameters, transforms and scheduled fusion."""
+
+    passes: tuple[PassRecord, ...]
+    segmented: SegmentedFusion
+    device: DeviceProperties
+
+
+def compile_fusion(concretized: Fusion, args: Sequence[Any], device: DeviceProperties, index_type: str) -> CompiledFusion:
+    fusion, _ = concretized.clone()
+    records = run_presegmentation_passes(fusion)
+    info = RuntimeInfo(bind_args(fusion, args), device, index_type)
+    segmented = segment(fusion, info)
+    schedule_groups(segmented)
+    return CompiledFusion(tuple(records), segmented, device)
 
 
 @dataclass
@@ -54,11 +82,19 @@ class FusionKernelRuntime:
     info: ConcretizationInfo
     fusion: Fusion  # the concretized fusion this runtime runs
     signature: InputSignature
+    compiled: CompiledFusion
     executable: Executable
 
     @property
     def name(self) -> str:
         return f"f{self.fusion_id}_c{self.concretization_id}_r{self.runtime_id}"
+
+    @property
+    def segmented(self) -> SegmentedFusion:
+        return self.compiled.segmented
+
+    def kernel_names(self) -> list[str]:
+        return [f"nvfuser_{g.scheduler.value}_{self.name}_g{g.id}" for g in self.segmented.groups]
 
     def accepts(self, signature: InputSignature) -> bool:
         return signature == self.signature

@@ -18,6 +18,7 @@ from fuser_core.errors import FuserError
 from fuser_core.ir.base import Expr, Val
 from fuser_core.ir.evaluator import ExpressionEvaluator
 from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_view import TensorView
 
 
@@ -40,6 +41,40 @@ def evaluate_fusion(fusion: Fusion, ev: ExpressionEvaluator, exprs: Sequence[Exp
             if isinstance(val, TensorView) and last_use.get(id(val)) == step and id(val) not in keep:
                 ev.forget(val)
     return [_output_value(fusion, out, ev.evaluate(out)) for out in fusion.outputs]
+
+
+def evaluate_groups(
+    complete: Fusion, group_fusions: Sequence[Fusion], ev: ExpressionEvaluator
+) -> list[Any]:
+    """Outputs of `complete`, computed kernel by kernel: each group's own fusion is
+    evaluated alone, from its inputs only, and hands its outputs (by tensor name) to
+    the groups after it. Proves the segmentation against the unsegmented fusion."""
+    leaves = _leaf_values(complete, ev)
+    tensors: dict[int, Any] = {tv.name: ev.evaluate(tv) for tv in complete.inputs if isinstance(tv, TensorView)}
+    for fusion in group_fusions:
+        group_ev = ExpressionEvaluator()
+        for stmt in fusion.statements():
+            if isinstance(stmt, Scalar) and not stmt.is_const and stmt.definition is None and stmt.name in leaves:
+                group_ev.bind(stmt, leaves[stmt.name])
+        for val in fusion.inputs:
+            if isinstance(val, TensorView):
+                group_ev.bind(val, tensors[val.name])
+        results = evaluate_fusion(fusion, group_ev)
+        for out, value in zip(fusion.outputs, results, strict=True):
+            tensors[out.name] = value
+    return [
+        _output_value(complete, out, tensors[out.name] if isinstance(out, TensorView) else ev.evaluate(out))
+        for out in complete.outputs
+    ]
+
+
+def _leaf_values(fusion: Fusion, ev: ExpressionEvaluator) -> dict[int, Any]:
+    """Values of the fusion's symbolic leaf scalars (input extents, scalar inputs), by name."""
+    found: dict[int, Any] = {}
+    for stmt in fusion.statements():
+        if isinstance(stmt, Scalar) and not stmt.is_const and stmt.definition is None and ev.is_bound(stmt):
+            found[stmt.name] = ev.evaluate(stmt)
+    return found
 
 
 def _last_uses(order: Sequence[Expr]) -> dict[int, int]:

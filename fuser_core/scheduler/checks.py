@@ -1,0 +1,140 @@
+"""Checks several schedulers share: ops no kernel holds, the reference tensor,
+reduction signatures, persistence, and whether propagation reaches every tensor."""
+
+from __future__ import annotations
+
+from fuser_core.ir.base import Expr
+from fuser_core.ir.tensor_view import TensorView
+from fuser_core.scheduler.base import RejectCategory, Rejection, SchedulerType, reject
+from fuser_core.scheduler.group_view import GroupView
+from fuser_core.scheduler.id_map import ancestor_sets, broadcast_conflicts, concrete_sets, reduction_sets
+from fuser_core.scheduler.propagation import CannotPropagate, propagation_steps
+
+
+def expr_eval_rejection(kind: SchedulerType, group: GroupView) -> Rejection | None:
+    if group.expr_eval_ops:
+        op = group.expr_eval_ops[0]
+        return reject(
+            kind,
+            f"{op.op_name} producing T{op.outputs[0].name} runs through its library (expr_eval), never in a kernel",
+            RejectCategory.expr_eval_op,
+        )
+    return None
+
+
+def covering_output(group: GroupView, candidates: list[TensorView]) -> TensorView | None:
+    """A tensor whose axes (and what they were reshaped or resized from) cover every
+    iterating axis of the group: the reference the schedule is made on."""
+    needed: set[int] = set()
+    for tv in group.tensors:
+        needed |= concrete_sets(group.id_map, tv)
+    best = None
+    for tv in candidates:
+        if needed <= ancestor_sets(group.id_map, tv) and (best is None or tv.ndim > best.ndim):
+            best = tv
+    return best
+
+
+def uncovered_message(group: GroupView, reference: TensorView | None) -> str:
+    return "cannot find reference tensor: no output covers the iteration domains of every tensor in the group"
+
+
+def broadcast_rejection(kind: SchedulerType, group: GroupView) -> Rejection | None:
+    conflicts = broadcast_conflicts(group.id_map, group.exprs)
+    if conflicts:
+        return reject(
+            kind,
+            f"Broadcasting dimension might be broadcasting to multiple sizes ({conflicts[0]})",
+            RejectCategory.disjoint_domains,
+        )
+    return None
+
+
+def propagation_rejection(kind: SchedulerType, group: GroupView, reference: TensorView) -> Rejection | None:
+    members = {id(e) for e in group.exprs}
+    try:
+        propagation_steps(reference, lambda e: id(e) in members)
+    except CannotPropagate as err:
+        return reject(kind, str(err), RejectCategory.disjoint_domains)
+    return None
+
+
+def reduction_signature_rejection(kind: SchedulerType, group: GroupView) -> Rejection | None:
+    """Every reduction of one kernel must reduce the same axes over the same iterations."""
+    tvs = group.reduction_tvs()
+    first = tvs[0]
+    want = (reduction_sets(group.id_map, first), concrete_sets(group.id_map, first))
+    for tv in tvs[1:]:
+        have = (reduction_sets(group.id_map, tv), concrete_sets(group.id_map, tv))
+        if have != want:
+            return reject(
+                kind,
+                f"reductions T{first.name} and T{tv.name} do not reduce the same axes over the same iteration domain",
+                RejectCategory.reduction_axes_mismatch,
+            )
+    return None
+
+
+def downstream_of_reductions(group: GroupView) -> list[TensorView]:
+    """Tensors of the group computed from a reduction's result."""
+    tainted: set[int] = set()
+    found: list[TensorView] = []
+    for expr in group.exprs:
+        from_reduction = any(id(v) in tainted for v in expr.inputs) or expr in group.reductions
+        if not from_reduction:
+            continue
+        for out in expr.outputs:
+            if isinstance(out, TensorView):
+                tainted.add(id(out))
+                if expr not in group.reductions:
+                    found.append(out)
+    return found
+
+
+def needs_persistence(group: GroupView) -> bool:
+    """Whether a tensor after a reduction iterates the reduced axes again (normalization)."""
+    reduced = set(reduction_sets(group.id_map, group.reduction_tvs()[0]))
+    return any(concrete_sets(group.id_map, tv) & reduced for tv in downstream_of_reductions(group))
+
+
+def persistent_buffers(group: GroupView) -> list[TensorView]:
+    """Tensors read both by a reduction path and, after the reduction, again: they must
+    stay in registers or shared memory across it."""
+    after = {id(tv) for tv in downstream_of_reductions(group)}
+    reductions = {id(e) for e in group.reductions}
+    buffers = []
+    for tv in group.tensors:
+        if id(tv) in after:
+            continue
+        uses = [u for u in tv.uses if any(u is e for e in group.exprs)]
+        if any(id(u) in reductions or _feeds_reduction(u, group) for u in uses) and any(
+            any(id(o) in after for o in u.outputs) for u in uses
+        ):
+            buffers.append(tv)
+    return buffers
+
+
+def _feeds_reduction(expr: Expr, group: GroupView) -> bool:
+    """Whether `expr`'s output reaches a reduction of the group before any reduction."""
+    stack = [expr]
+    seen: set[int] = set()
+    members = {id(e) for e in group.exprs}
+    reductions = {id(e) for e in group.reductions}
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if id(e) in reductions:
+            return True
+        for out in e.outputs:
+            stack.extend(u for u in out.uses if id(u) in members)
+    return False
+
+
+def is_inner_reduction(group: GroupView, reduction: TensorView) -> bool:
+    """Whether the reduced axes are the innermost of the reduction's input in memory."""
+    source = reduction.definition.inputs[0]  # type: ignore[union-attr]
+    reduced = reduction_sets(group.id_map, reduction)
+    alloc = [d for d in source.domain.maybe_allocation if not d.is_broadcast and not d.is_reduction]  # type: ignore[attr-defined]
+    return bool(alloc) and group.id_map.exact(alloc[-1]) in reduced

@@ -1,0 +1,144 @@
+"""Which IterDomains of different tensors are the same axis.
+
+Two maps over the IterDomains of a set of expressions, as nvFuser's ComputeAtMap:
+
+- **exact**: axes tied one to one by an op (element-wise operands, a reduction's input
+  and its `r` axis, a permute's root); always equal extents;
+- **permissive**: exact, plus a broadcast axis tied to the axis it is broadcast to.
+
+The segmenter builds one map for the whole fusion; a scheduler checking a candidate
+group asks it about the group's tensors. Exact sets are sound for any subset of the
+fusion (tied axes are equal whatever else is in the group), so one map serves every
+merge the segmenter tries. Broadcast links are kept per expression, so a group sees
+only the broadcasts it resolves itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from fuser_core.ir.base import Expr
+from fuser_core.ir.domain_map import root_pairs
+from fuser_core.ir.iter_domain import IterDomain, Merge, Resize, Split
+from fuser_core.ir.tensor_view import TensorView
+
+
+class _DisjointSets:
+    def __init__(self) -> None:
+        self._parent: dict[int, int] = {}
+
+    def find(self, key: int) -> int:
+        parent = self._parent.setdefault(key, key)
+        if parent == key:
+            return key
+        root = self.find(parent)
+        self._parent[key] = root
+        return root
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self._parent[max(ra, rb)] = min(ra, rb)
+
+
+class IdMap:
+    """Exact sets of IterDomains, and the broadcast links of each expression."""
+
+    def __init__(self, exprs: Iterable[Expr]) -> None:
+        self._exact = _DisjointSets()
+        self._keys: dict[int, int] = {}  # id(IterDomain) -> small int key
+        self._ids: list[IterDomain] = []
+        self._sources: dict[int, list[IterDomain]] | None = None
+        # Per expression: (broadcast axis, the axis it is tied to) pairs.
+        self.broadcast_links: dict[int, list[tuple[IterDomain, IterDomain]]] = {}
+        for expr in exprs:
+            self._add_expr(expr)
+
+    def _key(self, dim: IterDomain) -> int:
+        key = self._keys.get(id(dim))
+        if key is None:
+            key = len(self._ids)
+            self._keys[id(dim)] = key
+            self._ids.append(dim)
+        return key
+
+    def _add_expr(self, expr: Expr) -> None:
+        for consumer in expr.outputs:
+            if not isinstance(consumer, TensorView):
+                continue
+            for producer in expr.inputs:
+                if isinstance(producer, TensorView):
+                    self._tie(expr, producer, consumer)
+
+    def _tie(self, expr: Expr, producer: TensorView, consumer: TensorView) -> None:
+        for p, c in root_pairs(expr, producer, consumer):
+            if p.is_broadcast == c.is_broadcast:
+                self._exact.union(self._key(p), self._key(c))
+            else:
+                self.broadcast_links.setdefault(id(expr), []).append((p, c))
+
+    def exact(self, dim: IterDomain) -> int:
+        """The exact set of `dim` (a stable small integer)."""
+        return self._exact.find(self._key(dim))
+
+    def same(self, a: IterDomain, b: IterDomain) -> bool:
+        return self.exact(a) == self.exact(b)
+
+    def made_from(self, dim: IterDomain) -> list[IterDomain]:
+        """IterDomains that any axis of `dim`'s exact set was reshaped or resized from:
+        a cat's output axis is made, through its inputs' pads, from what they padded."""
+        if self._sources is None:
+            self._sources = {}
+            for member in self._ids:
+                definition = member.definition
+                if isinstance(definition, (Split, Merge, Resize)):
+                    inputs = [v for v in definition.inputs if isinstance(v, IterDomain)]
+                    self._sources.setdefault(self.exact(member), []).extend(inputs)
+            # A broadcast tied to an axis (a pad to size 1 meeting a full axis) is
+            # iterated by that axis: what it was made from is covered too.
+            for links in self.broadcast_links.values():
+                for p, c in links:
+                    self._sources.setdefault(self.exact(c), []).append(p)
+                    self._sources.setdefault(self.exact(p), []).append(c)
+        return self._sources.get(self.exact(dim), [])
+
+
+def ancestor_sets(id_map: IdMap, tv: TensorView) -> set[int]:
+    """Exact sets of `tv`'s logical axes and of every axis they were made from by the
+    tensor's reshape/resize transforms: what a reference tensor covers."""
+    found: set[int] = set()
+    stack = list(tv.logical)
+    while stack:
+        dim = stack.pop()
+        key = id_map.exact(dim)
+        if key in found:
+            continue
+        found.add(key)
+        definition = dim.definition
+        if isinstance(definition, (Split, Merge, Resize)):
+            stack.extend(v for v in definition.inputs if isinstance(v, IterDomain))
+        stack.extend(id_map.made_from(dim))
+    return found
+
+
+def concrete_sets(id_map: IdMap, tv: TensorView) -> set[int]:
+    """Exact sets of the axes of `tv` that iterate (no broadcasts, no reductions)."""
+    return {id_map.exact(d) for d in tv.logical if not d.is_broadcast and not d.is_reduction}
+
+
+def reduction_sets(id_map: IdMap, tv: TensorView) -> frozenset[int]:
+    return frozenset(id_map.exact(d) for d in tv.logical if d.is_reduction)
+
+
+def broadcast_conflicts(id_map: IdMap, exprs: Sequence[Expr]) -> list[IterDomain]:
+    """Broadcast axes that the expressions tie to two different axes: one value
+    broadcast to several sizes, which no single loop nest can cover."""
+    targets: dict[int, set[int]] = {}
+    dims: dict[int, IterDomain] = {}
+    for expr in exprs:
+        for p, c in id_map.broadcast_links.get(id(expr), []):
+            bcast, other = (p, c) if p.is_broadcast else (c, p)
+            key = id_map.exact(bcast)
+            targets.setdefault(key, set()).add(id_map.exact(other))
+            dims[key] = bcast
+    return [dims[k] for k, t in targets.items() if len(t) > 1]

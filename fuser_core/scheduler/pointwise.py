@@ -1,0 +1,167 @@
+"""The pointwise scheduler: element-wise math, broadcasts, casts, pad/slice/cat.
+
+The reference is the output covering every axis, ordered by its memory layout. The
+1-D form merges all axes and splits `[BIDx, US, UR, TIDx, V]`; when some input is
+broadcast along the outer (or inner) axes, the 2-D form merges the axes left and
+right of a break point separately, `[BIDy, BIDx, US, UR, TIDx, V]`, so a bias is
+read once per block row instead of once per element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.iter_domain import ParallelType
+from fuser_core.ir.tensor_view import TensorView
+from fuser_core.scheduler import common
+from fuser_core.scheduler.base import (
+    HeuristicParams,
+    RejectCategory,
+    Rejection,
+    ScheduleRecord,
+    SchedulerType,
+    reject,
+)
+from fuser_core.scheduler.checks import (
+    broadcast_rejection,
+    covering_output,
+    expr_eval_rejection,
+    propagation_rejection,
+    uncovered_message,
+)
+from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
+from fuser_core.scheduler.id_map import concrete_sets
+
+THREADS_X = 128
+MAX_GRID_Y = 65535
+
+
+@dataclass(frozen=True)
+class PointwiseParams(HeuristicParams):
+    reference: int  # tensor name
+    break_point: int  # 0: 1-D schedule; else axes [0, break_point) go to blockIdx.y
+    vectorize: int
+    unroll: int
+    threads_x: int
+    elements: int
+    scalar_access: tuple[int, ...] = ()  # global tensors not read or written in vectors
+
+
+class PointwiseScheduler:
+    type = SchedulerType.pointwise
+
+    def compile_time_check(self, group: GroupView) -> Rejection | None:
+        rejection = expr_eval_rejection(self.type, group)
+        if rejection is not None:
+            return rejection
+        if group.reductions:
+            return reject(self.type, "no support for reduction ops", RejectCategory.unsupported)
+        reference = covering_output(group, group.outputs)
+        if reference is None:
+            return reject(self.type, uncovered_message(group, None), RejectCategory.disjoint_domains)
+        return broadcast_rejection(self.type, group) or propagation_rejection(self.type, group, reference)
+
+    def run_time_check(self, group: GroupView, info: RuntimeInfo) -> Rejection | None:
+        return None
+
+    def heuristics(self, group: GroupView, info: RuntimeInfo) -> PointwiseParams:
+        reference = covering_output(group, group.outputs)
+        assert reference is not None
+        dims = [d for d in common.layout_order(reference) if not d.is_reduction]
+        elements = max(1, info.numel(reference))
+        break_point = _break_point(group, reference, dims)
+        if break_point and _product(info, dims[:break_point]) > MAX_GRID_Y:
+            break_point = 0
+        inner_set = group.id_map.exact(dims[-1]) if dims else -1
+        inner: list[int] = []
+        scalar_access: list[int] = []
+        for tv in (*group.inputs, *group.outputs):
+            extent = _inner(group, info, tv, inner_set)
+            if extent is None:
+                scalar_access.append(tv.name)
+            else:
+                inner.append(extent)
+        right = _product(info, dims[break_point:])
+        vectorize = common.vector_width(group, info, [*inner, right]) if dims else 1
+        unroll = common.unroll_factor(elements, THREADS_X * vectorize, info.device.sm_count)
+        return PointwiseParams(
+            self.type, reference.name, break_point, vectorize, unroll, THREADS_X, elements, tuple(scalar_access)
+        )
+
+    def schedule(self, fusion: Fusion, params: HeuristicParams) -> ScheduleRecord:
+        assert isinstance(params, PointwiseParams)
+        caches = common.cache_io(fusion)
+        reference = common.tensor_named(fusion, params.reference)
+        dims = [d for d in common.layout_order(reference) if not d.is_reduction]
+        common.reorder_to(reference, dims)
+        _schedule_reference(reference, params, len(dims))
+        unswitch = common.position_of(reference, ParallelType.Unswitch)
+        cache_limit = (unswitch + 1) if unswitch is not None else len(reference.loop)
+        limits = {tv.name: cache_limit for tv in (*caches.inputs, *caches.outputs)}
+        vectorized = {
+            tv.name for tv in caches.inputs if tv.definition.inputs[0].name not in params.scalar_access  # type: ignore[union-attr]
+        } | {tv.name for tv in fusion.outputs if isinstance(tv, TensorView) and tv.name not in params.scalar_access}
+        common.finish(fusion, reference, vectorized=vectorized, limits=limits)
+        return ScheduleRecord(reference=f"T{reference.name}")
+
+
+def _schedule_reference(tv: TensorView, params: PointwiseParams, rank: int) -> None:
+    if rank == 0:
+        return
+    if params.break_point == 0:
+        common.merge_all(tv, 0, rank)
+        _split_inner(tv, 0, params)
+        tv.split(0, 1)  # unswitch
+        _parallelize(tv, [ParallelType.BIDx, ParallelType.Unswitch])
+        return
+    common.merge_all(tv, params.break_point, rank)
+    common.merge_all(tv, 0, params.break_point)
+    _split_inner(tv, 1, params)
+    tv.split(1, 1)
+    _parallelize(tv, [ParallelType.BIDy, ParallelType.BIDx, ParallelType.Unswitch])
+
+
+def _split_inner(tv: TensorView, axis: int, params: PointwiseParams) -> None:
+    """`axis` -> [rest, UR, TIDx, V]."""
+    tv.split(axis, params.vectorize)
+    tv.split(axis, params.threads_x)
+    tv.split(axis, params.unroll)
+
+
+def _parallelize(tv: TensorView, outer: list[ParallelType]) -> None:
+    kinds = [*outer, ParallelType.Unroll, ParallelType.TIDx, ParallelType.Vectorize]
+    for axis, kind in enumerate(kinds):
+        tv.parallelize(axis, kind)
+
+
+def _break_point(group: GroupView, reference: TensorView, dims: list) -> int:  # type: ignore[type-arg]
+    """Where to cut the reference's axes for a 2-D schedule: at the boundary of an
+    input that covers only the outer or only the inner axes (a bias or a row scale)."""
+    sets = [group.id_map.exact(d) for d in dims]
+    for tv in group.inputs:
+        have = concrete_sets(group.id_map, tv)
+        if not have or have == set(sets):
+            continue
+        flags = [s in have for s in sets]
+        for cut in range(1, len(sets)):
+            if flags == [False] * cut + [True] * (len(sets) - cut) or flags == [True] * cut + [False] * (
+                len(sets) - cut
+            ):
+                return cut
+    return 0
+
+
+def _inner(group: GroupView, info: RuntimeInfo, tv: TensorView, inner_set: int) -> int | None:
+    """The inner extent a vector access of `tv` must divide; None when `tv` is not
+    accessed in vectors (it does not run along the reference's inner axis)."""
+    if inner_set not in concrete_sets(group.id_map, tv):
+        return None
+    return common.inner_extent(group, info, tv, inner_set)
+
+
+def _product(info: RuntimeInfo, dims: list) -> int:  # type: ignore[type-arg]
+    total = 1
+    for d in dims:
+        total *= info.extent(d)
+    return total

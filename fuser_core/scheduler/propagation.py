@@ -1,0 +1,212 @@
+"""Propagating a reference tensor's schedule to every tensor of a group, and inlining.
+
+A scheduler transforms one reference tensor; every other tensor gets the same
+transforms by replay along producer/consumer edges, mapping IterDomains through each
+op (nvFuser's TransformPropagator). Each replayed loop IterDomain remembers the one it
+was replayed from, so every loop ID traces to a reference loop ID: that is what makes
+loops shared and inlining legal. A tensor missing an axis (a bias before its broadcast)
+forwards the merges that would involve it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from fuser_core.ir.base import Expr
+from fuser_core.ir.domain_map import root_pairs
+from fuser_core.ir.iter_domain import IterDomain, ParallelType
+from fuser_core.ir.tensor_view import TensorView, transforms_between
+from fuser_core.scheduler.tensor_ops import replay_transforms
+
+
+class CannotPropagate(Exception):
+    """The reference's transforms cannot reach a tensor of the group; the message says which."""
+
+
+@dataclass(frozen=True)
+class Step:
+    target: TensorView
+    source: TensorView
+    expr: Expr
+    producer_side: bool  # target is a producer of source (replay producer as consumer)
+
+
+def propagation_steps(
+    reference: TensorView, in_scope: Callable[[Expr], bool], scheduled: Sequence[TensorView] = ()
+) -> list[Step]:
+    """A spanning tree from `reference` over the group's edges, producers first. A
+    consumer reached from its producer must not have reshape/resize transforms: its
+    loop domain would have to start from its logical domain, which the producer's
+    transforms do not reach."""
+    steps: list[Step] = []
+    seen = {id(reference)} | {id(tv) for tv in scheduled}
+    # Producers first, all the way up: a reshape or pad output upstream of the
+    # reference is then reached from its consumer, which replays through its transforms.
+    for producers_only in (True, False):
+        queue = deque([reference, *scheduled, *(s.target for s in steps)])
+        while queue:
+            tv = queue.popleft()
+            for step in _neighbours(tv, in_scope):
+                if id(step.target) in seen or (producers_only and not step.producer_side):
+                    continue
+                target_domain = step.target.domain
+                if not step.producer_side and transforms_between(target_domain.maybe_root, target_domain.logical):
+                    raise CannotPropagate(
+                        f"{_name(step.target)} is a reshape/resize output after {_name(tv)}, "
+                        "which the reference's schedule cannot reach"
+                    )
+                seen.add(id(step.target))
+                steps.append(step)
+                queue.append(step.target)
+    return steps
+
+
+def _neighbours(tv: TensorView, in_scope: Callable[[Expr], bool]) -> list[Step]:
+    found: list[Step] = []
+    expr = tv.definition
+    if expr is not None and in_scope(expr):
+        found += [Step(p, tv, expr, True) for p in expr.inputs if isinstance(p, TensorView)]
+    for use in tv.uses:
+        if in_scope(use):
+            found += [Step(c, tv, use, False) for c in use.outputs if isinstance(c, TensorView)]
+    return found
+
+
+def _name(tv: TensorView) -> str:
+    return f"T{tv.name}"
+
+
+def propagate(reference: TensorView, steps: Sequence[Step]) -> None:
+    for step in steps:
+        _replay(step)
+
+
+def _replay(step: Step) -> None:
+    target, source = step.target, step.source
+    if step.producer_side:
+        pairs = root_pairs(step.expr, target, source)
+        mapped = {id(c): p for p, c in pairs}
+        start = source.domain.maybe_root
+    else:
+        pairs = root_pairs(step.expr, source, target)
+        mapped = {id(p): c for p, c in pairs}
+        start = source.logical
+    replay_transforms(transforms_between(start, source.loop), mapped)
+    loop: list[IterDomain] = []
+    placed: set[int] = set()
+    for dim in source.loop:
+        new = mapped.get(id(dim))
+        if new is not None and id(new) not in placed and _is_leaf(new):
+            new.replayed_from = dim
+            loop.append(new)
+            placed.add(id(new))
+    loop += [d for d in _leaves(target) if id(d) not in placed]
+    target.domain.loop = loop
+
+
+def _is_leaf(dim: IterDomain) -> bool:
+    return not any(type(u).__name__ in ("Split", "Merge", "Resize") for u in dim.uses)
+
+
+def _leaves(tv: TensorView) -> list[IterDomain]:
+    """The tensor's IterDomains that no transform consumes, logical order first."""
+    found: list[IterDomain] = []
+    stack = list(reversed(tv.logical))
+    seen: set[int] = set()
+    while stack:
+        dim = stack.pop()
+        if id(dim) in seen:
+            continue
+        seen.add(id(dim))
+        outputs = [o for u in dim.uses if type(u).__name__ in ("Split", "Merge", "Resize") for o in u.outputs]
+        if not outputs:
+            found.append(dim)
+        stack.extend(reversed([o for o in outputs if isinstance(o, IterDomain)]))
+    return found
+
+
+def origin(dim: IterDomain) -> IterDomain:
+    """The reference loop IterDomain `dim` was (transitively) replayed from."""
+    while dim.replayed_from is not None:
+        dim = dim.replayed_from
+    return dim
+
+
+def parallelize_like_reference(tensors: Sequence[TensorView], vectorized: set[int]) -> None:
+    """Every loop ID takes its reference ID's parallel type; Vectorize only on the
+    tensors in `vectorized` (the cached global loads and stores), serial elsewhere."""
+    for tv in tensors:
+        for dim in tv.loop:
+            source = origin(dim)
+            if source is dim:
+                continue
+            kind = source.parallel_type
+            if kind == ParallelType.Vectorize and tv.name not in vectorized:
+                kind = ParallelType.Serial
+            dim.parallel_type = kind
+
+
+def matched_positions(producer: TensorView, consumer: TensorView) -> tuple[int, int]:
+    """How many outer loop IDs of `producer` have a counterpart, in order, in
+    `consumer`'s loop domain (consumer broadcast loops it lacks are stepped over), and
+    the consumer position reached."""
+    j = 0
+    count = 0
+    for dim in producer.loop:
+        target = origin(dim)
+        while j < len(consumer.loop) and origin(consumer.loop[j]) is not target and consumer.loop[j].is_broadcast:
+            j += 1
+        if j == len(consumer.loop) or origin(consumer.loop[j]) is not target:
+            break
+        count += 1
+        j += 1
+    return count, j
+
+
+def inline_most(tensors: Sequence[TensorView], limits: dict[int, int], fusion_inputs: set[int]) -> None:
+    """Set ca_pos (and consumers' produce_pos) as deep as the loops allow: no deeper
+    than the producer's own reduction loops or a scheduler's limit (`limits`, by
+    tensor name: cached I/O at the unswitch position, persistent buffers before the
+    reduced axes)."""
+    for tv in tensors:
+        tv.compute_at_pos = 0
+        tv.max_producer_pos = 0
+    for tv in tensors:
+        if tv.name in fusion_inputs:
+            continue
+        consumers = [o for use in tv.uses for o in use.outputs if isinstance(o, TensorView)]
+        if not consumers:
+            continue
+        limit = min(limits.get(tv.name, len(tv.loop)), _own_reduction_limit(tv))
+        matches = [matched_positions(tv, c) for c in consumers]
+        position = min([limit] + [m[0] for m in matches])
+        tv.compute_at_pos = position
+        for consumer in consumers:
+            produced_at = matched_positions_prefix(tv, consumer, position)
+            consumer.max_producer_pos = max(consumer.max_producer_pos, produced_at)
+    for tv in tensors:
+        has_consumer = any(isinstance(o, TensorView) for use in tv.uses for o in use.outputs)
+        if not has_consumer and tv.name not in fusion_inputs:
+            tv.compute_at_pos = tv.max_producer_pos
+
+
+def matched_positions_prefix(producer: TensorView, consumer: TensorView, count: int) -> int:
+    """The consumer position that the producer's first `count` loop IDs reach."""
+    if count == 0:
+        return 0
+    j = 0
+    for dim in producer.loop[:count]:
+        target = origin(dim)
+        while origin(consumer.loop[j]) is not target:
+            j += 1
+        j += 1
+    return j
+
+
+def _own_reduction_limit(tv: TensorView) -> int:
+    for position, dim in enumerate(tv.loop):
+        if dim.is_reduction:
+            return position
+    return len(tv.loop)

@@ -1,0 +1,297 @@
+"""Reduction and persistent-normalization schedulers.
+
+Both make the first reduction tensor the reference, merge its iteration axes into I
+and its reduced axes into R, split them, rfactor the per-thread serial part into its
+own tensor, and propagate from that partial result. They differ in R's split:
+
+- inner (R is the fastest axis): `[BIDx, TIDy | (BIDy) rS, rUR, rTIDx, rV]`, threads
+  along the reduction, and blockIdx.y over R (a grid reduction) when there are too few
+  rows to fill the GPU;
+- outer (R is slower than I): `[BIDx, (BIDy), rS, rTIDy, TIDx, V]`, threads along the
+  iteration axis, each accumulating down its columns;
+- persistent (inner or outer): R is split into a persistent batch held in registers or
+  shared memory, so the row is read once and reused after the reduction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.iter_domain import ParallelType
+from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp
+from fuser_core.ir.tensor_view import TensorView
+from fuser_core.scheduler import common
+from fuser_core.scheduler.base import HeuristicParams, RejectCategory, Rejection, ScheduleRecord, SchedulerType, reject
+from fuser_core.scheduler.checks import (
+    covering_output,
+    expr_eval_rejection,
+    is_inner_reduction,
+    needs_persistence,
+    persistent_buffers,
+    propagation_rejection,
+    reduction_signature_rejection,
+)
+from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
+from fuser_core.scheduler.tensor_ops import rfactor
+
+# Per-thread register budget for a persistent batch: what is left of 255 registers
+# after indexing and temporaries, in bytes.
+REGISTER_BUDGET_BYTES = 160 * 4
+MAX_THREADS = 512
+
+
+@dataclass(frozen=True)
+class ReductionParams(HeuristicParams):
+    reference: int
+    inner: bool
+    persistent: bool
+    vectorize: int
+    threads_reduction: int  # TIDx (inner) or TIDy (outer) along R
+    threads_iteration: int  # TIDy (inner) or TIDx (outer) along I
+    grid_reduction: int  # blockIdx.y blocks along R (1: none)
+    persistent_batch: int  # serial R elements per thread held across the reduction (persistent)
+    unroll: int
+    rows: int  # product of iteration extents
+    row_length: int  # product of reduced extents
+    buffer_bytes_per_row: int = 0
+    buffer_in_shared_memory: bool = False
+    buffers: tuple[int, ...] = ()  # persistent tensors, by name
+
+
+class ReductionScheduler:
+    type = SchedulerType.reduction
+    persistent = False
+    inner: bool | None = None  # None: either
+
+    def compile_time_check(self, group: GroupView) -> Rejection | None:
+        rejection = expr_eval_rejection(self.type, group)
+        if rejection is not None:
+            return rejection
+        if not group.reductions:
+            return reject(self.type, "No reduction op to schedule")
+        rejection = reduction_signature_rejection(self.type, group)
+        if rejection is not None:
+            return rejection
+        reference = group.reduction_tvs()[0]
+        if covering_output(group, [reference]) is None:
+            return reject(
+                self.type,
+                f"disjoint iteration domains: some tensor's axes are not axes of the reduction T{reference.name}",
+                RejectCategory.disjoint_domains,
+            )
+        persistent = needs_persistence(group)
+        if persistent and not self.persistent:
+            return reject(self.type, "need persistent buffers that reduction scheduler doesn't handle")
+        if not persistent and self.persistent:
+            return reject(self.type, "no persistent buffer: the reduced axes are not used after the reduction")
+        if self.inner is not None and is_inner_reduction(group, reference) != self.inner:
+            where = "outer" if self.inner else "inner"
+            return reject(self.type, f"the reduction is an {where} reduction")
+        return propagation_rejection(self.type, group, reference)
+
+    def run_time_check(self, group: GroupView, info: RuntimeInfo) -> Rejection | None:
+        if not self.persistent:
+            return None
+        row_bytes = _buffer_bytes_per_row(group, info)
+        if row_bytes > info.device.shared_memory_per_block:
+            return reject(
+                self.type,
+                f"not enough registers or shared memory for persistence: {row_bytes} bytes per row, "
+                f"{info.device.shared_memory_per_block} bytes of shared memory per block",
+                RejectCategory.persistent_buffer_too_large,
+            )
+        return None
+
+    def heuristics(self, group: GroupView, info: RuntimeInfo) -> ReductionParams:
+        reference = group.reduction_tvs()[0]
+        inner = is_inner_reduction(group, reference)
+        rows = max(1, info.numel(reference))
+        length = max(1, info.numel(reference, include_reductions=True) // rows)
+        vectorize = _vector_width(group, info, reference, inner, length, rows)
+        if inner:
+            return self._inner_params(group, info, reference, rows, length, vectorize)
+        return self._outer_params(group, info, reference, rows, length, vectorize)
+
+    def _inner_params(
+        self, group: GroupView, info: RuntimeInfo, ref: TensorView, rows: int, length: int, vec: int
+    ) -> ReductionParams:
+        lanes = -(-length // vec)
+        threads = min(MAX_THREADS, _pow2_at_least(min(lanes, MAX_THREADS), 32))
+        rows_per_block = max(1, min(MAX_THREADS // threads, _pow2_floor(max(1, 128 // max(lanes, 1)))))
+        batch = -(-lanes // threads)
+        grid = 1
+        row_bytes = _buffer_bytes_per_row(group, info) if self.persistent else 0
+        if not self.persistent and rows < info.device.sm_count and batch > 8:
+            grid = min(_pow2_floor(batch // 8), 4 * info.device.sm_count // max(rows, 1), 65535)
+            grid = max(grid, 1)
+            batch = -(-batch // grid)
+        unroll = min(4, batch) if not self.persistent else 1
+        return ReductionParams(
+            self.type, ref.name, True, self.persistent, vec, threads, rows_per_block, grid, batch, unroll,
+            rows, length, row_bytes, row_bytes // max(threads, 1) > REGISTER_BUDGET_BYTES,
+            _buffers(group, self.persistent),
+        )  # fmt: skip
+
+    def _outer_params(
+        self, group: GroupView, info: RuntimeInfo, ref: TensorView, rows: int, length: int, vec: int
+    ) -> ReductionParams:
+        lanes = -(-rows // vec)
+        threads_x = min(128, _pow2_at_least(min(lanes, 128), 32))
+        threads_y = max(1, min(MAX_THREADS // threads_x, _pow2_floor(length)))
+        blocks = -(-lanes // threads_x)
+        batch = -(-length // threads_y)
+        grid = 1
+        row_bytes = _buffer_bytes_per_row(group, info) if self.persistent else 0
+        if not self.persistent and blocks < info.device.sm_count and batch > 16:
+            grid = max(1, min(info.device.sm_count * 2 // blocks, batch // 16, 65535))
+            batch = -(-batch // grid)
+        return ReductionParams(
+            self.type, ref.name, False, self.persistent, vec, threads_y, threads_x, grid, batch, 1,
+            rows, length, row_bytes, row_bytes * threads_x // max(rows, 1) > REGISTER_BUDGET_BYTES * threads_x,
+            _buffers(group, self.persistent),
+        )  # fmt: skip
+
+    def schedule(self, fusion: Fusion, params: HeuristicParams) -> ScheduleRecord:
+        assert isinstance(params, ReductionParams)
+        drops = common.hint_drops(fusion, self.type.value)
+        caches = common.cache_io(fusion)
+        reference = _reduction_tensor(common.tensor_named(fusion, params.reference))
+        iteration_positions = _schedule_reference(reference, params)
+        serial = [p for p, d in enumerate(reference.loop) if d.is_reduction and _is_serial(d.parallel_type)]
+        partial = rfactor(reference, serial) if isinstance(reference.definition, ReductionOp) and serial else reference
+        scheduled = [reference] if partial is not reference else []
+        limits = {tv.name: iteration_positions for tv in caches.inputs if self.persistent}
+        limits.update(dict.fromkeys(params.buffers, iteration_positions))
+        vectorized = {tv.name for tv in caches.inputs}
+        common.finish(fusion, partial, vectorized=vectorized, limits=limits, scheduled=scheduled)
+        _rfactor_siblings(fusion, partial, reference)
+        return ScheduleRecord(reference=f"T{partial.name}", dropped_hints=drops or None)
+
+
+class InnerPersistentScheduler(ReductionScheduler):
+    type = SchedulerType.inner_persistent
+    persistent = True
+    inner = True
+
+
+class OuterPersistentScheduler(ReductionScheduler):
+    type = SchedulerType.outer_persistent
+    persistent = True
+    inner = False
+
+
+def _is_serial(kind: ParallelType) -> bool:
+    return kind in (ParallelType.Serial, ParallelType.Unroll, ParallelType.Unswitch, ParallelType.Vectorize)
+
+
+def _reduction_tensor(tv: TensorView) -> TensorView:
+    """The tensor the reduction op writes: the local cache when the output was cached."""
+    expr = tv.definition
+    if isinstance(expr, LoadStoreOp) and isinstance(expr.input, TensorView) and expr.input.definition is not None:
+        return expr.input
+    return tv
+
+
+def _schedule_reference(tv: TensorView, params: ReductionParams) -> int:
+    """Transform the reduction tensor; returns how many outer loop axes are iteration."""
+    iteration = [d for d in common.layout_order(tv) if not d.is_reduction]
+    reduced = [d for d in tv.logical if d.is_reduction]
+    common.reorder_to(tv, iteration + reduced)
+    n_iter = len(iteration)
+    common.merge_all(tv, n_iter, len(tv.loop))
+    if n_iter:
+        common.merge_all(tv, 0, n_iter)
+    if params.inner:
+        return _inner_loops(tv, params, n_iter > 0)
+    return _outer_loops(tv, params, n_iter > 0)
+
+
+def _inner_loops(tv: TensorView, params: ReductionParams, has_iteration: bool) -> int:
+    r = 1 if has_iteration else 0
+    tv.split(r, params.vectorize)
+    tv.split(r, params.threads_reduction)  # [.., R/(V*T), T, V]
+    kinds = [ParallelType.TIDx, ParallelType.Vectorize]
+    if params.grid_reduction > 1:
+        tv.split(r, params.grid_reduction, inner_split=False)
+        kinds = [ParallelType.BIDy, ParallelType.Serial, *kinds]
+    else:
+        kinds = [ParallelType.Serial, *kinds]
+    for offset, kind in enumerate(kinds):
+        tv.parallelize(r + offset, kind)
+    if not has_iteration:
+        return 0
+    tv.split(0, params.threads_iteration)
+    tv.parallelize(0, ParallelType.BIDx)
+    tv.parallelize(1, ParallelType.TIDy)
+    return 2
+
+
+def _outer_loops(tv: TensorView, params: ReductionParams, has_iteration: bool) -> int:
+    if has_iteration:  # [I, R] -> [I/(V*T), T, V, R]
+        tv.split(0, params.vectorize)
+        tv.split(0, params.threads_iteration)
+    r = 3 if has_iteration else 0
+    tv.split(r, params.threads_reduction)  # R -> [R/TY, TY]
+    kinds = [ParallelType.Serial, ParallelType.TIDy]
+    if params.grid_reduction > 1:
+        tv.split(r, params.grid_reduction, inner_split=False)
+        kinds = [ParallelType.BIDy, *kinds]
+    for offset, kind in enumerate(kinds):
+        tv.parallelize(r + offset, kind)
+    if not has_iteration:
+        return 0
+    tv.parallelize(0, ParallelType.BIDx)
+    tv.parallelize(1, ParallelType.TIDx)
+    tv.parallelize(2, ParallelType.Vectorize)
+    n_red = len(tv.loop) - 3
+    tv.reorder({1: 1 + n_red, 2: 2 + n_red, **{3 + k: 1 + k for k in range(n_red)}})
+    return 1
+
+
+def _rfactor_siblings(fusion: Fusion, partial: TensorView, reference: TensorView) -> None:
+    """Every other reduction of the kernel gets the same serial/parallel split."""
+    done = {partial.name, reference.name}
+    for tv in fusion.used_tensors():
+        expr = tv.definition
+        if tv.name in done or not isinstance(expr, ReductionOp) or expr.outputs[0] is not tv:
+            continue
+        if isinstance(expr.input, TensorView) and expr.input.name == partial.name:
+            continue
+        serial = [p for p, d in enumerate(tv.loop) if d.is_reduction and _is_serial(d.parallel_type)]
+        has_parallel = any(d.is_reduction and not _is_serial(d.parallel_type) for d in tv.loop)
+        if serial and has_parallel:
+            rfactor(tv, serial)
+
+
+def _buffers(group: GroupView, persistent: bool) -> tuple[int, ...]:
+    return tuple(tv.name for tv in persistent_buffers(group)) if persistent else ()
+
+
+def _buffer_bytes_per_row(group: GroupView, info: RuntimeInfo) -> int:
+    """Bytes of every persistent buffer for one row (one iteration of the outer axes)."""
+    reference = group.reduction_tvs()[0]
+    rows = max(1, info.numel(reference))
+    total = 0
+    for tv in persistent_buffers(group):
+        total += info.numel(tv) // rows * tv.dtype.itemsize
+    return total
+
+
+def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: bool, length: int, rows: int) -> int:
+    return common.vector_width(group, info, [length if inner else rows])
+
+
+def _pow2_at_least(n: int, floor: int) -> int:
+    value = floor
+    while value < n:
+        value *= 2
+    return value
+
+
+def _pow2_floor(n: int) -> int:
+    value = 1
+    while value * 2 <= n:
+        value *= 2
+    return value
+

@@ -1,0 +1,36 @@
+"""The schedulers in nvFuser's priority order (2024): the first whose checks accept a
+group takes it. A list, not an if/elif chain: adding a scheduler is one line."""
+
+from __future__ import annotations
+
+from fuser_core.scheduler.base import Rejection, Scheduler, SchedulerType
+from fuser_core.scheduler.expr_eval import ExprEvalScheduler
+from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
+from fuser_core.scheduler.no_op import NoOpScheduler
+from fuser_core.scheduler.pointwise import PointwiseScheduler
+from fuser_core.scheduler.reduction import InnerPersistentScheduler, OuterPersistentScheduler, ReductionScheduler
+
+SCHEDULERS: tuple[Scheduler, ...] = (
+    ExprEvalScheduler(),
+    NoOpScheduler(),
+    ReductionScheduler(),
+    PointwiseScheduler(),
+    InnerPersistentScheduler(),
+    OuterPersistentScheduler(),
+)
+
+BY_TYPE: dict[SchedulerType, Scheduler] = {s.type: s for s in SCHEDULERS}
+
+
+def propose(group: GroupView, info: RuntimeInfo | None) -> tuple[Scheduler | None, list[Rejection]]:
+    """The first scheduler that accepts `group`, and every rejection before it. With
+    no `info`, only compile-time checks run (an optimistic answer)."""
+    rejections: list[Rejection] = []
+    for scheduler in SCHEDULERS:
+        rejection = scheduler.compile_time_check(group)
+        if rejection is None and info is not None:
+            rejection = scheduler.run_time_check(group, info)
+        if rejection is None:
+            return scheduler, rejections
+        rejections.append(rejection)
+    return None, rejections

@@ -1,0 +1,332 @@
+"""Finding the segments: nvFuser's SegmentCandidateFinder, in our words.
+
+1. The whole fusion first: one kernel if a scheduler takes it (and no segment_set
+   hint asks otherwise).
+2. Otherwise one group per tensor expression, then rounds of pairwise merges between
+   producer/consumer neighbours whose levels (longest path from the inputs) differ by
+   one and that no group merged this round is within a level of: merging such pairs
+   all at once cannot close a cycle (Herrmann et al., SIAM J. Sci. Comput. 2019). A
+   merge is legal only if a scheduler accepts the union at these sizes.
+3. A final merge of each producer with a consumer when no other path joins them.
+
+Every merge tried is kept with each scheduler's verdict; at the end each pair of
+neighbouring groups is explained by a side-effect-free merge test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from fuser_core.errors import FuserError
+from fuser_core.ir.base import Expr
+from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.tensor_exprs import LoadStoreOp
+from fuser_core.scheduler.base import RejectCategory, Rejection, Scheduler, SchedulerType, main_category, reject
+from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
+from fuser_core.scheduler.id_map import IdMap
+from fuser_core.scheduler.registry import propose
+from fuser_core.segmenter.segmented_fusion import (
+    MergeAttempt,
+    NeighbourReason,
+    SegmentedEdge,
+    SegmentedFusion,
+    SegmentedGroup,
+)
+
+
+@dataclass(eq=False)
+class _Group:
+    key: int
+    exprs: list[Expr]
+    merged: bool = False
+    level: int = 0
+    producers: set[int] = field(default_factory=set)  # keys of neighbouring groups
+    consumers: set[int] = field(default_factory=set)
+    verdict: tuple[Scheduler | None, list[Rejection]] | None = None
+
+    def label(self) -> str:
+        scheduler = self.verdict[0] if self.verdict else None
+        name = scheduler.type.value if scheduler is not None else "g"
+        return f"{name}{{{', '.join(str(e.name) for e in sorted(self.exprs, key=lambda e: e.name))}}}"
+
+
+class SegmentCandidateFinder:
+    def __init__(self, fusion: Fusion, info: RuntimeInfo) -> None:
+        self.fusion = fusion
+        self.info = info
+        self.exprs = [e for e in fusion.exprs() if e.is_tensor_op()]
+        self.order = {id(e): i for i, e in enumerate(self.exprs)}
+        self.fusion_outputs = {id(v) for v in fusion.outputs}
+        self.id_map = IdMap(self.exprs)
+        self.attempts: list[MergeAttempt] = []
+        self.groups: dict[int, _Group] = {}
+        self.owner: dict[int, int] = {}  # id(expr) -> group key
+        self._next_key = 0
+        self._tried: dict[frozenset[int], tuple[Scheduler | None, list[Rejection]]] = {}
+
+    # -- entry point --------------------------------------------------------------------
+    def run(self) -> SegmentedFusion:
+        has_hint = any(_is_segment_hint(e) for e in self.exprs)
+        whole = GroupView.of(self.exprs, self.id_map, self.fusion_outputs)
+        scheduler, rejections = propose(whole, self.info)
+        if scheduler is not None and not has_hint:
+            group = self._new_group(self.exprs)
+            group.verdict = (scheduler, rejections)
+            return self._finish([group], ())
+        note = "segment_set hint in the fusion" if has_hint and scheduler is not None else ""
+        self.attempts.append(
+            MergeAttempt("whole fusion", "", False, None, tuple(rejections), main_category(rejections), "whole fusion", note)
+        )
+        for expr in self.exprs:
+            self._new_group([expr])
+        self._connect()
+        self._merge_rounds()
+        self._final_merge()
+        return self._finish(list(self.groups.values()), tuple(rejections))
+
+    # -- groups and edges ---------------------------------------------------------------
+    def _new_group(self, exprs: Sequence[Expr]) -> _Group:
+        group = _Group(self._next_key, sorted(exprs, key=lambda e: self.order[id(e)]))
+        self._next_key += 1
+        self.groups[group.key] = group
+        for expr in group.exprs:
+            self.owner[id(expr)] = group.key
+        return group
+
+    def _connect(self) -> None:
+        for group in self.groups.values():
+            group.producers.clear()
+            group.consumers.clear()
+        for group in self.groups.values():
+            for expr in group.exprs:
+                for val in expr.inputs:
+                    source = self.owner.get(id(val.definition)) if val.definition is not None else None
+                    if source is not None and source != group.key:
+                        group.producers.add(source)
+                        self.groups[source].consumers.add(group.key)
+
+    def _levels(self) -> list[_Group]:
+        """Groups in topological order, each with its longest path from the sources."""
+        pending = {k: len(g.producers) for k, g in self.groups.items()}
+        ready = sorted((k for k, n in pending.items() if n == 0), key=self._first_expr)
+        ordered: list[_Group] = []
+        while ready:
+            key = ready.pop(0)
+            group = self.groups[key]
+            group.level = max((self.groups[p].level + 1 for p in group.producers), default=0)
+            ordered.append(group)
+            for consumer in sorted(group.consumers, key=self._first_expr):
+                pending[consumer] -= 1
+                if pending[consumer] == 0:
+                    ready.append(consumer)
+        return ordered
+
+    def _first_expr(self, key: int) -> int:
+        return self.order[id(self.groups[key].exprs[0])]
+
+    # -- merging --------------------------------------------------------------------------
+    def _verdict(self, group: _Group) -> tuple[Scheduler | None, list[Rejection]]:
+        if group.verdict is None:
+            group.verdict = self._try(group.exprs)
+        return group.verdict
+
+    def _try(self, exprs: list[Expr]) -> tuple[Scheduler | None, list[Rejection]]:
+        key = frozenset(id(e) for e in exprs)
+        if key not in self._tried:
+            hint = _crossed_hint(exprs)
+            if hint is not None:
+                self._tried[key] = (None, [hint])
+            else:
+                self._tried[key] = propose(GroupView.of(exprs, self.id_map, self.fusion_outputs), self.info)
+        return self._tried[key]
+
+    def _attempt(self, a: _Group, b: _Group, stage: str) -> bool:
+        union = sorted([*a.exprs, *b.exprs], key=lambda e: self.order[id(e)])
+        scheduler, rejections = self._try(union)
+        accepted = scheduler is not None
+        category = None if accepted else main_category(rejections)
+        self.attempts.append(
+            MergeAttempt(
+                a.label(), b.label(), accepted, scheduler.type if scheduler else None, tuple(rejections), category, stage
+            )
+        )
+        return accepted
+
+    def _merge(self, a: _Group, b: _Group) -> _Group:
+        del self.groups[a.key], self.groups[b.key]
+        group = self._new_group([*a.exprs, *b.exprs])
+        group.merged = True
+        return group
+
+    def _merge_rounds(self) -> None:
+        while True:
+            ordered = self._levels()
+            for group in ordered:
+                self._verdict(group)
+            pairs = self._pick_pairs(ordered)
+            if not pairs:
+                return
+            for a, b in pairs:
+                self._merge(a, b)
+            self._connect()
+
+    def _pick_pairs(self, ordered: list[_Group]) -> list[tuple[_Group, _Group]]:
+        partner: dict[int, _Group] = {}
+        pairs: list[tuple[_Group, _Group]] = []
+        for group in ordered:
+            if group.key in partner or not self._free(group, partner):
+                continue
+            for other_key in sorted(group.producers | group.consumers, key=self._first_expr):
+                other = self.groups[other_key]
+                if other.key in partner or abs(other.level - group.level) != 1:
+                    continue
+                if not self._free_pair(group, other, partner):
+                    continue
+                if self._attempt(group, other, "merge"):
+                    partner[group.key], partner[other.key] = other, group
+                    pairs.append((group, other))
+                    break
+        return pairs
+
+    def _free(self, group: _Group, partner: dict[int, _Group]) -> bool:
+        """No neighbour merged this round sits within a level of this group."""
+        for key in group.producers | group.consumers:
+            if key in partner:
+                mate = partner[key]
+                if abs(self.groups[key].level - group.level) <= 1 or abs(mate.level - group.level) <= 1:
+                    return False
+        return True
+
+    def _free_pair(self, group: _Group, other: _Group, partner: dict[int, _Group]) -> bool:
+        for key in other.producers | other.consumers:
+            if key == group.key or key not in partner:
+                continue
+            near = (self.groups[key].level, partner[key].level)
+            if any(abs(level - group.level) <= 1 or abs(level - other.level) <= 1 for level in near):
+                return False
+        return True
+
+    def _final_merge(self) -> None:
+        changed = True
+        while changed:
+            changed = False
+            for group in self._levels():
+                for consumer_key in sorted(group.consumers, key=self._first_expr):
+                    consumer = self.groups[consumer_key]
+                    if self._other_path(group, consumer):
+                        continue
+                    if self._attempt(group, consumer, "final merge"):
+                        self._merge(group, consumer)
+                        self._connect()
+                        changed = True
+                        break
+                if changed:
+                    break
+
+    def _other_path(self, source: _Group, target: _Group) -> bool:
+        """Whether `target` is reachable from `source` other than by their direct edge."""
+        stack = [k for k in source.consumers if k != target.key]
+        seen: set[int] = set()
+        while stack:
+            key = stack.pop()
+            if key == target.key:
+                return True
+            if key in seen:
+                continue
+            seen.add(key)
+            stack.extend(self.groups[key].consumers)
+        return False
+
+    # -- the result -----------------------------------------------------------------------
+    def _finish(self, groups: list[_Group], whole: tuple[Rejection, ...]) -> SegmentedFusion:
+        if len(groups) > 1:
+            self._connect()
+            groups = self._levels()
+        result: list[SegmentedGroup] = []
+        for position, group in enumerate(groups):
+            scheduler, _ = self._verdict(group)
+            if scheduler is None:
+                raise _unschedulable(group)
+            view = GroupView.of(group.exprs, self.id_map, self.fusion_outputs)
+            params = scheduler.heuristics(view, self.info)
+            result.append(
+                SegmentedGroup(position, group.exprs, view.inputs, view.outputs, scheduler.type, params, group.merged)
+            )
+        segmented = SegmentedFusion(self.fusion, result, _edges(result), self.attempts, whole)
+        segmented.reasons = self._explain(groups, result)
+        return segmented
+
+    def _explain(self, groups: list[_Group], result: list[SegmentedGroup]) -> list[NeighbourReason]:
+        position = {g.key: i for i, g in enumerate(groups)}
+        reasons = []
+        for group in groups:
+            for key in sorted(group.consumers, key=lambda k: position[k]):
+                reasons.append(self._reason(group, self.groups[key], position))
+        if not reasons and len(groups) > 1:  # unconnected groups: explain each pair once
+            for i, a in enumerate(groups):
+                for b in groups[i + 1 :]:
+                    reasons.append(self._reason(a, b, position))
+        return reasons
+
+    def _reason(self, a: _Group, b: _Group, position: dict[int, int]) -> NeighbourReason:
+        if b.key in a.consumers and self._other_path(a, b):
+            summary = "merging them would create a cycle: another kernel lies on a path between them"
+            return NeighbourReason(position[a.key], position[b.key], RejectCategory.would_create_cycle, summary)
+        union = sorted([*a.exprs, *b.exprs], key=lambda e: self.order[id(e)])
+        scheduler, rejections = self._try(union)
+        if scheduler is not None:
+            summary = f"{scheduler.type.value} accepts the union, but the merge order (level constraint) kept them apart"
+            return NeighbourReason(position[a.key], position[b.key], RejectCategory.level_constraint, summary)
+        category = main_category(rejections)
+        best = min(rejections, key=lambda r: list(RejectCategory).index(r.category))
+        summary = f"{category.value}: {best.scheduler.value}: {best.reason}"
+        return NeighbourReason(position[a.key], position[b.key], category, summary, tuple(rejections))
+
+
+def _is_segment_hint(expr: Expr) -> bool:
+    return isinstance(expr, LoadStoreOp) and expr.op_type == "SegmenterSet"
+
+
+def _crossed_hint(exprs: list[Expr]) -> Rejection | None:
+    """A segment_set's output starts a new segment: no group may hold both the hint and
+    a use of its output."""
+    members = {id(e) for e in exprs}
+    for expr in exprs:
+        if _is_segment_hint(expr) and any(id(use) in members for use in expr.output.uses):
+            return reject(
+                SchedulerType.pointwise,
+                f"segment_set T{expr.output.name} asks for a new segment after it",
+                RejectCategory.segment_set,
+            )
+    return None
+
+
+def _edges(groups: list[SegmentedGroup]) -> list[SegmentedEdge]:
+    producer_of: dict[int, int] = {}
+    for group in groups:
+        for tv in group.outputs:
+            producer_of[id(tv)] = group.id
+    edges = []
+    for group in groups:
+        for tv in group.inputs:
+            source = producer_of.get(id(tv))
+            if source is not None:
+                edges.append(SegmentedEdge(source, group.id, tv))
+    return sorted(edges, key=lambda e: (e.producer, e.consumer, e.val.name))
+
+
+def _unschedulable(group: _Group) -> FuserError:
+    expr = group.exprs[0]
+    reasons = "; ".join(r.line() for r in (group.verdict[1] if group.verdict else []))
+    return FuserError(
+        f"no scheduler accepts it: {reasons}",
+        op=expr.op_name,
+        tensor=f"T{expr.outputs[0].name}",
+        location=expr.location,
+    )
+
+
+def segment(fusion: Fusion, info: RuntimeInfo) -> SegmentedFusion:
+    return SegmentCandidateFinder(fusion, info).run()
+
