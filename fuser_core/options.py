@@ -5,6 +5,10 @@ the `NVFUSER_` names work too, so habits carry over), with `with use_options(...
 per call: `fd.execute(inputs, _disable_options=["concretize_resize_extents"])`.
 An unknown name is an error listing the valid ones.
 
+The device model the schedulers size their heuristics for is an option too:
+`FUSER_DEVICE_MODEL=h200` or `use_options(device_model="h200")`; without one they use
+the GPU's own properties, or H100 SXM where there is no GPU.
+
 Dumps are written to a sink (stdout by default) that the TUI and tests can swap.
 """
 
@@ -45,8 +49,10 @@ class DisableOption(enum.Enum):
     concretize_resize_extents = "keep pad/slice/cat extents symbolic; concretize only their IterType (nvFuser PR #2835)"
 
 
-# Device models the schedulers can size heuristics for when no GPU is read.
+# Device models the schedulers can size heuristics for instead of the GPU's own
+# properties; fuser_core.scheduler.device holds their figures under these names.
 DEVICE_MODELS = ("h100_sxm", "h200")
+DEVICE_MODEL_ALIASES = {"h100": "h100_sxm"}
 DEVICE_MODEL_ENV = "FUSER_DEVICE_MODEL"
 
 _ENV = {
@@ -115,13 +121,15 @@ class Options:
             self.dump | parse_names(DumpOption, dump, source),
             self.enable | parse_names(EnableOption, enable, source),
             self.disable | parse_names(DisableOption, disable, source),
-            _device_model(device_model, source) if device_model else self.device_model,
+            device_model_key(device_model, source) if device_model else self.device_model,
         )
 
 
-def _device_model(name: str, source: str) -> str:
-    key = name.lower()
-    key = "h100_sxm" if key == "h100" else key
+def device_model_key(name: str, source: str) -> str:
+    """The registry name of a device model: case-insensitive, `h100` for `h100_sxm`;
+    an unknown one is an error naming `source` and listing the valid ones."""
+    key = name.strip().lower()
+    key = DEVICE_MODEL_ALIASES.get(key, key)
     if key not in DEVICE_MODELS:
         raise FuserError(f"unknown device model {name!r} in {source}; valid: {', '.join(DEVICE_MODELS)}")
     return key
@@ -137,7 +145,7 @@ def options_from_env(env: Mapping[str, str] | None = None) -> Options:
                 values |= parse_names(kind, env[var], var)
         found[kind] = values
     model = env.get(DEVICE_MODEL_ENV) or None
-    device = _device_model(model, DEVICE_MODEL_ENV) if model else None
+    device = device_model_key(model, DEVICE_MODEL_ENV) if model else None
     return Options(found[DumpOption], found[EnableOption], found[DisableOption], device)
 
 
@@ -150,9 +158,8 @@ def current_options() -> Options:
     override = _override.get()
     if override is not None:
         return override
-    key = tuple(os.environ.get(v, "") for names in _ENV.values() for v in names) + (
-        os.environ.get(DEVICE_MODEL_ENV, ""),
-    )
+    variables = [v for names in _ENV.values() for v in names] + [DEVICE_MODEL_ENV]
+    key = tuple(os.environ.get(v, "") for v in variables)
     if key not in _env_cache:
         _env_cache[key] = options_from_env()
     return _env_cache[key]

@@ -5,6 +5,8 @@
     fuser-wb dump FILE               print each definition's IR and input specs
     fuser-wb dump FILE --dump NAMES  run each definition on its script's inputs
                                      (reference backend) and print the named dumps
+    fuser-wb dump FILE --device-model h200
+                                     size heuristics for a named device, not the GPU
     fuser-wb samples                 list the bundled sample fusions
 
 FILE is a path or the name of a bundled sample (`rope_litgpt`). Exit status is 0 when
@@ -81,7 +83,13 @@ def print_definition(loaded: LoadedDefinition, out: TextIO) -> None:
 
 
 def dump(args: argparse.Namespace, out: TextIO) -> int:
-    with use_options(dump=args.dump, enable=args.enable, disable=args.disable, source="the command line"):
+    with use_options(
+        dump=args.dump,
+        enable=args.enable,
+        disable=args.disable,
+        source="the command line",
+        device_model=args.device_model,
+    ):
         # Names are checked above, before anything loads; dumps go where `out` goes.
         repro = load_repro(resolve_script(args.file))
         for problem in repro.problems:
@@ -115,6 +123,12 @@ def _parser() -> argparse.ArgumentParser:
     dump_cmd.add_argument("--dump", default="", help="comma-separated dump names: " + ", ".join(DumpOption.__members__))
     dump_cmd.add_argument("--enable", default="", help="comma-separated enable options")
     dump_cmd.add_argument("--disable", default="", help="comma-separated disable options")
+    dump_cmd.add_argument(
+        "--device-model",
+        default=None,
+        help="size heuristics for this named device model (e.g. h200) instead of the GPU's own properties;"
+        " an unknown name lists the valid ones",
+    )
     dump_cmd.add_argument(
         "--max-input-bytes",
         type=parse_bytes,

@@ -7,6 +7,7 @@ gigabytes each, and tests/samples runs them already.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from fuser_core import DisableOption, DumpOption, TensorSpec, load_repro
+from workbench import cli
 from workbench.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -306,6 +308,34 @@ def test_a_refused_part_after_execute_is_a_note_and_the_rest_works(tmp_path, cap
     assert code == 0
     assert "note: skipped timed.py:14:" in text
     assert re.search(r"^cache: miss\b", text, re.MULTILINE)
+
+
+def test_device_model_is_applied_through_the_options_and_an_unknown_one_is_a_one_line_error(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.delenv("FUSER_DEVICE_MODEL", raising=False)
+    script = tmp_path / "timed.py"
+    script.write_text(TIMED)
+    in_effect = []
+    use_options = cli.use_options
+
+    @contextlib.contextmanager
+    def recording(*args, **kwargs):
+        with use_options(*args, **kwargs) as opts:
+            in_effect.append(opts.device_model)
+            yield opts
+
+    monkeypatch.setattr(cli, "use_options", recording)
+    code, text = run_cli_with_dumps(capsys, "dump", str(script), "--dump", "cache_events", "--device-model", "H200")
+    assert code == 0 and in_effect == ["h200"]
+    assert re.search(r"^cache: miss\b", text, re.MULTILINE)
+
+    code, text = run_cli("dump", str(script), "--dump", "cache_events", "--device-model", "b200")
+    captured = capsys.readouterr()
+    assert code == 1 and in_effect == ["h200"]
+    message = one_error_line(captured.err)
+    assert "'b200' in the command line" in message and "h100_sxm" in message and "h200" in message
+    assert "cache:" not in text + captured.out  # nothing ran
 
 
 HUGE = """\
