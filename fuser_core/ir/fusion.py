@@ -163,7 +163,6 @@ class Fusion:
         new._one = mapping[id(self._one)] if self._one is not None else None
         return new, mapping
 
-
     def clone_subset(self, exprs: list[Expr], inputs: list[Val], outputs: list[Val]) -> tuple[Fusion, dict[int, Any]]:
         """A fusion of only `exprs` (a segment), with the given inputs and outputs, names
         and counters kept. Work is proportional to the segment, not to this fusion:

@@ -23,8 +23,7 @@ PRESEGMENTATION_PASSES: tuple[tuple[str, Pass, str], ...] = (
     (
         "output_stride_order",
         require_output_stride_orders,
-        "last: a user's stride_order becomes the output's required allocation domain "
-        "once the set of tensors is final",
+        "last: a user's stride_order becomes the output's required allocation domain once the set of tensors is final",
     ),
 )
 

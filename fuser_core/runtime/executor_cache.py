@@ -24,11 +24,11 @@ from fuser_core.dynamic.concretize import concretize
 from fuser_core.dynamic.initial_info import analyze_fusion
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.printer import print_kernel, print_math
-from fuser_core.runtime.dumps import emit_runtime_dumps
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.options import DisableOption, DumpOption, Options, current_options, emit_dump
 from fuser_core.runtime.arguments import TensorArg, bind_args, convert_inputs
+from fuser_core.runtime.dumps import emit_runtime_dumps
 from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend, compile_fusion
 from fuser_core.runtime.signature import InputSignature
 from fuser_core.scheduler.device import select_device
@@ -154,8 +154,10 @@ class FusionExecutorCache:
         reusable = next((r for r in entry.runtimes if r.accepts(signature)), None)
         if reusable is not None:
             return reusable, CacheEvent(True, LEVELS[1], reusable.name, tuple(key_reasons))
-        nearest = min(entry.runtimes[-REASON_CANDIDATES:], key=lambda r: len(signature.diff(r.signature)))
-        reasons = signature.diff(nearest.signature) or ["no runtime for this input signature"]
+        reasons = ["no runtime for this input signature"]
+        if entry.runtimes:  # none when building the first one failed
+            nearest = min(entry.runtimes[-REASON_CANDIDATES:], key=lambda r: len(signature.diff(r.signature)))
+            reasons = signature.diff(nearest.signature) or reasons
         runtime = self._new_runtime(entry, signature, args, opts)
         return runtime, CacheEvent(False, LEVELS[2], runtime.name, tuple(reasons))
 

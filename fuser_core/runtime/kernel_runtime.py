@@ -65,7 +65,9 @@ class CompiledFusion:
     device: DeviceProperties
 
 
-def compile_fusion(concretized: Fusion, args: Sequence[Any], device: DeviceProperties, index_type: str) -> CompiledFusion:
+def compile_fusion(
+    concretized: Fusion, args: Sequence[Any], device: DeviceProperties, index_type: str
+) -> CompiledFusion:
     fusion, _ = concretized.clone()
     records = run_presegmentation_passes(fusion)
     info = RuntimeInfo(bind_args(fusion, args), device, index_type)

@@ -43,9 +43,7 @@ def evaluate_fusion(fusion: Fusion, ev: ExpressionEvaluator, exprs: Sequence[Exp
     return [_output_value(fusion, out, ev.evaluate(out)) for out in fusion.outputs]
 
 
-def evaluate_groups(
-    complete: Fusion, group_fusions: Sequence[Fusion], ev: ExpressionEvaluator
-) -> list[Any]:
+def evaluate_groups(complete: Fusion, group_fusions: Sequence[Fusion], ev: ExpressionEvaluator) -> list[Any]:
     """Outputs of `complete`, computed kernel by kernel: each group's own fusion is
     evaluated alone, from its inputs only, and hands its outputs (by tensor name) to
     the groups after it. Proves the segmentation against the unsegmented fusion."""

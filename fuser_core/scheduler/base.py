@@ -59,9 +59,7 @@ class Rejection:
         return f"Scheduler _{self.scheduler.value}_ ***rejected*** because : {self.reason}"
 
 
-def reject(
-    scheduler: SchedulerType, reason: str, category: RejectCategory = RejectCategory.unsupported
-) -> Rejection:
+def reject(scheduler: SchedulerType, reason: str, category: RejectCategory = RejectCategory.unsupported) -> Rejection:
     return Rejection(scheduler, reason, category)
 
 

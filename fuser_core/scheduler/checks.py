@@ -134,7 +134,7 @@ def _feeds_reduction(expr: Expr, group: GroupView) -> bool:
 
 def is_inner_reduction(group: GroupView, reduction: TensorView) -> bool:
     """Whether the reduced axes are the innermost of the reduction's input in memory."""
-    source = reduction.definition.inputs[0]  # type: ignore[union-attr]
+    source: TensorView = reduction.definition.inputs[0]  # type: ignore[union-attr, assignment]
     reduced = reduction_sets(group.id_map, reduction)
-    alloc = [d for d in source.domain.maybe_allocation if not d.is_broadcast and not d.is_reduction]  # type: ignore[attr-defined]
+    alloc = [d for d in source.domain.maybe_allocation if not d.is_broadcast and not d.is_reduction]
     return bool(alloc) and group.id_map.exact(alloc[-1]) in reduced

@@ -18,7 +18,8 @@ class ExprEvalScheduler:
             op = group.expr_eval_ops[0]
             return reject(
                 self.type,
-                f"{op.op_name} producing T{op.outputs[0].name} must run alone, not with {len(group.exprs) - 1} other ops",
+                f"{op.op_name} producing T{op.outputs[0].name} must run alone, "
+                f"not with {len(group.exprs) - 1} other ops",
                 RejectCategory.expr_eval_op,
             )
         return None

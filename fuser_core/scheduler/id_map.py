@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from fuser_core.ir.base import Expr
 from fuser_core.ir.domain_map import root_pairs
 from fuser_core.ir.iter_domain import IterDomain, Merge, Resize, Split
+from fuser_core.ir.tensor_exprs import SqueezeOp
 from fuser_core.ir.tensor_view import TensorView
 
 
@@ -51,6 +52,7 @@ class IdMap:
         self._sources: dict[int, list[IterDomain]] | None = None
         # Per expression: (broadcast axis, the axis it is tied to) pairs.
         self.broadcast_links: dict[int, list[tuple[IterDomain, IterDomain]]] = {}
+        self._squeezed: list[IterDomain] = []  # axes a squeeze removes: size 1, iterated by nothing
         for expr in exprs:
             self._add_expr(expr)
 
@@ -63,6 +65,10 @@ class IdMap:
         return key
 
     def _add_expr(self, expr: Expr) -> None:
+        if isinstance(expr, SqueezeOp):
+            squeezed: TensorView = expr.inputs[0]  # type: ignore[assignment]
+            dims = squeezed.logical_no_reductions()
+            self._squeezed += [d for d, flag in zip(dims, expr.flags, strict=True) if flag]
         for consumer in expr.outputs:
             if not isinstance(consumer, TensorView):
                 continue
@@ -80,6 +86,9 @@ class IdMap:
     def exact(self, dim: IterDomain) -> int:
         """The exact set of `dim` (a stable small integer)."""
         return self._exact.find(self._key(dim))
+
+    def squeezed_sets(self) -> set[int]:
+        return {self.exact(d) for d in self._squeezed}
 
     def same(self, a: IterDomain, b: IterDomain) -> bool:
         return self.exact(a) == self.exact(b)
@@ -122,8 +131,10 @@ def ancestor_sets(id_map: IdMap, tv: TensorView) -> set[int]:
 
 
 def concrete_sets(id_map: IdMap, tv: TensorView) -> set[int]:
-    """Exact sets of the axes of `tv` that iterate (no broadcasts, no reductions)."""
-    return {id_map.exact(d) for d in tv.logical if not d.is_broadcast and not d.is_reduction}
+    """Exact sets of the axes of `tv` that iterate (no broadcasts, no reductions, none
+    that a squeeze removes)."""
+    found = {id_map.exact(d) for d in tv.logical if not d.is_broadcast and not d.is_reduction}
+    return found - id_map.squeezed_sets()
 
 
 def reduction_sets(id_map: IdMap, tv: TensorView) -> frozenset[int]:

@@ -100,7 +100,9 @@ class PointwiseScheduler:
         cache_limit = (unswitch + 1) if unswitch is not None else len(reference.loop)
         limits = {tv.name: cache_limit for tv in (*caches.inputs, *caches.outputs)}
         vectorized = {
-            tv.name for tv in caches.inputs if tv.definition.inputs[0].name not in params.scalar_access  # type: ignore[union-attr]
+            tv.name
+            for tv in caches.inputs
+            if tv.definition.inputs[0].name not in params.scalar_access  # type: ignore[union-attr]
         } | {tv.name for tv in fusion.outputs if isinstance(tv, TensorView) and tv.name not in params.scalar_access}
         common.finish(fusion, reference, vectorized=vectorized, limits=limits)
         return ScheduleRecord(reference=f"T{reference.name}")

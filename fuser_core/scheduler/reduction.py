@@ -294,4 +294,3 @@ def _pow2_floor(n: int) -> int:
     while value * 2 <= n:
         value *= 2
     return value
-

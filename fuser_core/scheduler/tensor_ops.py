@@ -9,8 +9,8 @@ rfactored axes marked `rf`) and the reduction of those partials across threads.
 from __future__ import annotations
 
 from fuser_core.errors import InternalError
-from fuser_core.ir.base import Expr
 from fuser_core.ir import iter_domain as idx
+from fuser_core.ir.base import Expr
 from fuser_core.ir.iter_domain import IterDomain, IterType, Merge, ParallelType, Resize, Split
 from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp
 from fuser_core.ir.tensor_view import TensorDomain, TensorView, filled_contiguity, transforms_between
@@ -72,11 +72,11 @@ def replay_transforms(exprs: list[Expr], mapped: dict[int, IterDomain]) -> None:
                 outer, inner = idx.split(mapped[id(source)], expr.inputs[1], expr.inner_split)  # type: ignore[arg-type]
                 mapped[id(expr.outputs[0])], mapped[id(expr.outputs[1])] = outer, inner
         elif isinstance(expr, Merge):
-            outer, inner = (mapped.get(id(v)) for v in expr.inputs)
-            if outer is not None and inner is not None:
-                mapped[id(expr.output)] = idx.merge(outer, inner)
-            elif outer is not None or inner is not None:
-                mapped[id(expr.output)] = outer if outer is not None else inner  # type: ignore[assignment]
+            merged_outer, merged_inner = (mapped.get(id(v)) for v in expr.inputs)
+            if merged_outer is not None and merged_inner is not None:
+                mapped[id(expr.output)] = idx.merge(merged_outer, merged_inner)
+            elif merged_outer is not None or merged_inner is not None:
+                mapped[id(expr.output)] = merged_outer if merged_outer is not None else merged_inner  # type: ignore[assignment]
         elif isinstance(expr, Resize):
             source = expr.inputs[0]
             if id(source) in mapped:

@@ -76,7 +76,9 @@ class SegmentCandidateFinder:
             return self._finish([group], ())
         note = "segment_set hint in the fusion" if has_hint and scheduler is not None else ""
         self.attempts.append(
-            MergeAttempt("whole fusion", "", False, None, tuple(rejections), main_category(rejections), "whole fusion", note)
+            MergeAttempt(
+                "whole fusion", "", False, None, tuple(rejections), main_category(rejections), "whole fusion", note
+            )
         )
         for expr in self.exprs:
             self._new_group([expr])
@@ -148,7 +150,13 @@ class SegmentCandidateFinder:
         category = None if accepted else main_category(rejections)
         self.attempts.append(
             MergeAttempt(
-                a.label(), b.label(), accepted, scheduler.type if scheduler else None, tuple(rejections), category, stage
+                a.label(),
+                b.label(),
+                accepted,
+                scheduler.type if scheduler else None,
+                tuple(rejections),
+                category,
+                stage,
             )
         )
         return accepted
@@ -276,7 +284,9 @@ class SegmentCandidateFinder:
         union = sorted([*a.exprs, *b.exprs], key=lambda e: self.order[id(e)])
         scheduler, rejections = self._try(union)
         if scheduler is not None:
-            summary = f"{scheduler.type.value} accepts the union, but the merge order (level constraint) kept them apart"
+            summary = (
+                f"{scheduler.type.value} accepts the union, but the merge order (level constraint) kept them apart"
+            )
             return NeighbourReason(position[a.key], position[b.key], RejectCategory.level_constraint, summary)
         category = main_category(rejections)
         best = min(rejections, key=lambda r: list(RejectCategory).index(r.category))
@@ -329,4 +339,3 @@ def _unschedulable(group: _Group) -> FuserError:
 
 def segment(fusion: Fusion, info: RuntimeInfo) -> SegmentedFusion:
     return SegmentCandidateFinder(fusion, info).run()
-
