@@ -25,7 +25,9 @@ from fuser_core.ir.layout import allocation_positions, describe_strides
 from fuser_core.ir.printer import print_kernel, print_math
 from fuser_core.ir.scalar import Scalar as IrScalar
 from fuser_core.ops.creation import tensor_input
+from fuser_core.runtime.dumps import print_scheduled
 from fuser_core.runtime.executor_cache import FusionExecutorCache
+from fuser_core.runtime.kernel_runtime import FusionKernelRuntime
 
 
 class FusionDefinition:
@@ -193,11 +195,31 @@ class FusionDefinition:
         _disable_options: Sequence[str] = (),
     ) -> list[Any]:
         """Run the fusion on `inputs` and return its outputs as NumPy arrays."""
+        executor = self._executor_for("execute()")
+        return executor.run(inputs, enable=list(_enable_options), disable=list(_disable_options))
+
+    def _executor_for(self, what: str) -> FusionExecutorCache:
         if not self._completed:
-            raise FuserError("execute() needs a complete definition: call it after the `with` block")
+            raise FuserError(f"{what} needs a complete definition: call it after the `with` block")
         if self._executor is None:
             self._executor = FusionExecutorCache(self.fusion, fusion_id=self.id or 0)
-        return self._executor.run(inputs, enable=list(_enable_options), disable=list(_disable_options))
+        return self._executor
+
+    def runtime_for(self, inputs: Sequence[Any]) -> FusionKernelRuntime:
+        """The runtime these inputs would run with (passes, segments, schedules), built
+        without running it."""
+        return self._executor_for("runtime_for()").runtime_for(inputs)
+
+    def scheduled_fusion_ir_for(self, inputs: Sequence[Any], tensor_transforms: bool = False) -> str:
+        """Each segment's scheduled fusion for these inputs, as nvFuser's method prints it."""
+        return print_scheduled(self.runtime_for(inputs), tensor_transforms)
+
+    def last_scheduled_fusion_ir(self, tensor_transforms: bool = False) -> str:
+        """The scheduled fusion of the last execution's segments."""
+        runtime = self._executor.last_runtime if self._executor is not None else None
+        if runtime is None:
+            raise FuserError("nothing has been executed yet", op="last_scheduled_fusion_ir")
+        return print_scheduled(runtime, tensor_transforms)
 
     @property
     def executor_cache(self) -> FusionExecutorCache | None:

@@ -55,7 +55,11 @@ def _c_mod(a: Any, b: Any) -> Any:
 
 
 def _ceil_div(a: Any, b: Any) -> Any:
-    return -_c_int_div(-np.asarray(a), b) if _is_integral(a) else np.ceil(np.true_divide(a, b))
+    """The ceiling of a / b (a split's outer extent); integers never round toward zero."""
+    if _is_integral(a) and _is_integral(b):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return -np.floor_divide(-np.asarray(a), b)
+    return np.ceil(np.true_divide(a, b))
 
 
 def _pow(a: Any, b: Any) -> Any:

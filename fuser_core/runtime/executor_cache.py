@@ -116,6 +116,15 @@ class FusionExecutorCache:
         emit_dump(opts, DumpOption.cache_events, report.event.line)
         return outputs
 
+    def runtime_for(
+        self, inputs: Sequence[Any], enable: Sequence[str] = (), disable: Sequence[str] = ()
+    ) -> FusionKernelRuntime:
+        """The runtime (segments, schedules) these inputs would run with, built if need be,
+        without running it: nvFuser's `scheduled_fusion_ir_for(inputs)`."""
+        opts = current_options().merged(enable=enable, disable=disable, source="runtime_for")
+        runtime, _ = self._lookup(convert_inputs(self.fusion, inputs), opts)
+        return runtime
+
     # -- the three levels -------------------------------------------------------------
     def _lookup(self, args: list[Any], opts: Options) -> tuple[FusionKernelRuntime, CacheEvent]:
         resize_extents = not opts.is_disabled(DisableOption.concretize_resize_extents)

@@ -47,13 +47,10 @@ def evaluate_groups(complete: Fusion, group_fusions: Sequence[Fusion], ev: Expre
     """Outputs of `complete`, computed kernel by kernel: each group's own fusion is
     evaluated alone, from its inputs only, and hands its outputs (by tensor name) to
     the groups after it. Proves the segmentation against the unsegmented fusion."""
-    leaves = _leaf_values(complete, ev)
+    leaves = leaf_values(complete, ev)
     tensors: dict[int, Any] = {tv.name: ev.evaluate(tv) for tv in complete.inputs if isinstance(tv, TensorView)}
     for fusion in group_fusions:
-        group_ev = ExpressionEvaluator()
-        for stmt in fusion.statements():
-            if isinstance(stmt, Scalar) and not stmt.is_const and stmt.definition is None and stmt.name in leaves:
-                group_ev.bind(stmt, leaves[stmt.name])
+        group_ev = bind_leaves(fusion, leaves)
         for val in fusion.inputs:
             if isinstance(val, TensorView):
                 group_ev.bind(val, tensors[val.name])
@@ -66,7 +63,16 @@ def evaluate_groups(complete: Fusion, group_fusions: Sequence[Fusion], ev: Expre
     ]
 
 
-def _leaf_values(fusion: Fusion, ev: ExpressionEvaluator) -> dict[int, Any]:
+def bind_leaves(fusion: Fusion, leaves: dict[int, Any]) -> ExpressionEvaluator:
+    """An evaluator of `fusion` (a group's copy) with its leaf scalars bound by name."""
+    ev = ExpressionEvaluator()
+    for stmt in fusion.statements():
+        if isinstance(stmt, Scalar) and not stmt.is_const and stmt.definition is None and stmt.name in leaves:
+            ev.bind(stmt, leaves[stmt.name])
+    return ev
+
+
+def leaf_values(fusion: Fusion, ev: ExpressionEvaluator) -> dict[int, Any]:
     """Values of the fusion's symbolic leaf scalars (input extents, scalar inputs), by name."""
     found: dict[int, Any] = {}
     for stmt in fusion.statements():

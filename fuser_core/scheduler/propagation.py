@@ -10,7 +10,8 @@ forwards the merges that would involve it.
 
 from __future__ import annotations
 
-from collections import deque
+import heapq
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -36,31 +37,53 @@ class Step:
 def propagation_steps(
     reference: TensorView, in_scope: Callable[[Expr], bool], scheduled: Sequence[TensorView] = ()
 ) -> list[Step]:
-    """A spanning tree from `reference` over the group's edges, producers first. A
-    consumer reached from its producer must not have reshape/resize transforms: its
-    loop domain would have to start from its logical domain, which the producer's
-    transforms do not reach."""
+    """A spanning tree from `reference` over the group's edges (Prim's algorithm): each
+    tensor is reached by the edge that maps the most of its axes, producers preferred,
+    so a broadcast's new axis is reached from the consumer that iterates it. A consumer
+    with reshape/resize transforms is reached from its producer only when no other path
+    exists, and then cannot be: its loops would have to start from its logical domain,
+    which the producer's transforms do not reach."""
     steps: list[Step] = []
     seen = {id(reference)} | {id(tv) for tv in scheduled}
-    # Producers first, all the way up: a reshape or pad output upstream of the
-    # reference is then reached from its consumer, which replays through its transforms.
-    for producers_only in (True, False):
-        queue = deque([reference, *scheduled, *(s.target for s in steps)])
-        while queue:
-            tv = queue.popleft()
-            for step in _neighbours(tv, in_scope):
-                if id(step.target) in seen or (producers_only and not step.producer_side):
-                    continue
-                target_domain = step.target.domain
-                if not step.producer_side and transforms_between(target_domain.maybe_root, target_domain.logical):
-                    raise CannotPropagate(
-                        f"{_name(step.target)} is a reshape/resize output after {_name(tv)}, "
-                        "which the reference's schedule cannot reach"
-                    )
-                seen.add(id(step.target))
-                steps.append(step)
-                queue.append(step.target)
+    heap: list[tuple[int, int, int, Step]] = []
+    counter = itertools.count()
+
+    def offer(tv: TensorView) -> None:
+        for step in _neighbours(tv, in_scope):
+            if id(step.target) not in seen:
+                heapq.heappush(heap, (*_cost(step), next(counter), step))
+
+    for tv in (reference, *scheduled):
+        offer(tv)
+    while heap:
+        *_, step = heapq.heappop(heap)
+        if id(step.target) in seen:
+            continue
+        if _unreachable_consumer(step):
+            raise CannotPropagate(
+                f"{_name(step.target)} is a reshape/resize output after {_name(step.source)}, "
+                "which the reference's schedule cannot reach"
+            )
+        seen.add(id(step.target))
+        steps.append(step)
+        offer(step.target)
     return steps
+
+
+def _unreachable_consumer(step: Step) -> bool:
+    domain = step.target.domain
+    return not step.producer_side and bool(transforms_between(domain.maybe_root, domain.logical))
+
+
+def _cost(step: Step) -> tuple[int, int]:
+    """(axes of the target left unmapped, 0 for a producer step): lower is better."""
+    if _unreachable_consumer(step):
+        return (1 << 30, 1)
+    if step.producer_side:
+        pairs = root_pairs(step.expr, step.target, step.source)
+    else:
+        pairs = root_pairs(step.expr, step.source, step.target)
+    return (len(step.target.logical) - len(pairs), 0 if step.producer_side else 1)
 
 
 def _neighbours(tv: TensorView, in_scope: Callable[[Expr], bool]) -> list[Step]:
