@@ -66,6 +66,13 @@ def finish(
 ) -> None:
     """Replay the reference onto every tensor, give each loop ID its reference's
     parallel type, and inline as deep as `limits` allow."""
+    propagate_from(fusion, reference, vectorized=vectorized, scheduled=scheduled)
+    inline(fusion, limits)
+
+
+def propagate_from(
+    fusion: Fusion, reference: TensorView, *, vectorized: set[int], scheduled: Sequence[TensorView] = ()
+) -> None:
     steps = propagation_steps(reference, lambda e: True, scheduled)
     propagate(reference, steps)
     tensors = fusion.used_tensors()
@@ -75,7 +82,11 @@ def finish(
         if tv.name in inputs:
             for dim in tv.loop:
                 dim.parallel_type = ParallelType.Serial
-    inline_most(tensors, limits, inputs)
+
+
+def inline(fusion: Fusion, limits: dict[int, int]) -> None:
+    inputs = {tv.name for tv in fusion.inputs if isinstance(tv, TensorView)}
+    inline_most(fusion.used_tensors(), limits, inputs)
 
 
 def position_of(tv: TensorView, kind: ParallelType) -> int | None:

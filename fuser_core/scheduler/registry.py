@@ -9,11 +9,13 @@ from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 from fuser_core.scheduler.no_op import NoOpScheduler
 from fuser_core.scheduler.pointwise import PointwiseScheduler
 from fuser_core.scheduler.reduction import InnerPersistentScheduler, OuterPersistentScheduler, ReductionScheduler
+from fuser_core.scheduler.transpose import TransposeScheduler
 
 SCHEDULERS: tuple[Scheduler, ...] = (
     ExprEvalScheduler(),
     NoOpScheduler(),
     ReductionScheduler(),
+    TransposeScheduler(),
     PointwiseScheduler(),
     InnerPersistentScheduler(),
     OuterPersistentScheduler(),

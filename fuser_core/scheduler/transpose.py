@@ -1,0 +1,134 @@
+"""The transpose scheduler: inputs and outputs disagree on their innermost axis.
+
+Reading one tensor along its fast axis means writing the other across its slow one,
+so the data goes through a 32 x 32 tile in shared memory: the reference (an output)
+splits both inner axes by the tile, merges the tile's outer parts and every other
+axis into blockIdx.x, and walks the tile with threadIdx.x along its own fast axis;
+each staged input (a shared-memory cache) walks the same tile with threadIdx.x along
+*its* fast axis. Both sides of global memory are then accessed in whole lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.iter_domain import IterDomain, ParallelType
+from fuser_core.ir.tensor_exprs import CatOp, PadOp, SliceOp
+from fuser_core.ir.tensor_view import MemoryType, TensorView
+from fuser_core.scheduler import common
+from fuser_core.scheduler.base import HeuristicParams, Rejection, ScheduleRecord, SchedulerType, reject
+from fuser_core.scheduler.checks import broadcast_rejection, covering_output, expr_eval_rejection
+from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
+from fuser_core.scheduler.id_map import IdMap
+
+TILE = 32
+THREADS = 128
+RESIZE_OPS = (PadOp, SliceOp, CatOp)
+
+
+@dataclass(frozen=True)
+class TransposeParams(HeuristicParams):
+    reference: int
+    tile: int
+    threads: int
+    staged: tuple[int, ...]  # inputs read along the other inner axis, through shared memory
+
+
+class TransposeScheduler:
+    type = SchedulerType.transpose
+
+    def compile_time_check(self, group: GroupView) -> Rejection | None:
+        rejection = expr_eval_rejection(self.type, group)
+        if rejection is not None:
+            return rejection
+        if group.reductions:
+            return reject(self.type, "no support for reduction ops")
+        if any(isinstance(e, RESIZE_OPS) for e in group.exprs):
+            return reject(self.type, "pad, slice and cat are scheduled by the pointwise scheduler")
+        reference = covering_output(group, group.outputs)
+        if reference is None or not _staged(group, reference):
+            return reject(self.type, "cannot find two mismatching inner most dimensions")
+        return broadcast_rejection(self.type, group)
+
+    def run_time_check(self, group: GroupView, info: RuntimeInfo) -> Rejection | None:
+        reference = covering_output(group, group.outputs)
+        assert reference is not None
+        staged = _staged(group, reference)
+        small = [d for d in (_inner(reference), _inner(staged[0])) if d is not None and info.extent(d) < TILE]
+        if small:
+            return reject(self.type, f"transposed inner dimension {small[0]} is shorter than a {TILE}-wide tile")
+        return None
+
+    def heuristics(self, group: GroupView, info: RuntimeInfo) -> TransposeParams:
+        reference = covering_output(group, group.outputs)
+        assert reference is not None
+        staged = tuple(tv.name for tv in _staged(group, reference) if tv in group.inputs)
+        return TransposeParams(self.type, reference.name, TILE, THREADS, staged)
+
+    def schedule(self, fusion: Fusion, params: HeuristicParams) -> ScheduleRecord:
+        assert isinstance(params, TransposeParams)
+        caches = common.cache_io(fusion)
+        id_map = IdMap([e for e in fusion.exprs() if e.is_tensor_op()])
+        reference = common.tensor_named(fusion, params.reference)
+        staged = [c for c in caches.inputs if c.definition.inputs[0].name in params.staged]  # type: ignore[union-attr]
+        source_inner = _inner(staged[0].definition.inputs[0])  # type: ignore[arg-type, union-attr]
+        assert source_inner is not None
+        inner_sets = (id_map.exact(source_inner), id_map.exact(_inner(reference)))  # type: ignore[arg-type]
+        _tile(reference, id_map, inner_sets, params, fast_second=True)
+        common.propagate_from(fusion, reference, vectorized=set())
+        for cache in staged:
+            cache.memory_type = MemoryType.Shared
+            cache.domain.loop = list(cache.logical)
+            _tile(cache, id_map, inner_sets, params, fast_second=False)
+            cache.loop[0].replayed_from = reference.loop[0]  # the same block: tiles meet in shared memory
+        common.inline(fusion, {})
+        names = ", ".join(f"T{c.name}" for c in staged)
+        return ScheduleRecord(reference=f"T{reference.name}", notes=[f"staged through shared memory: {names}"])
+
+
+def _inner(tv: TensorView) -> IterDomain | None:
+    for dim in reversed(tv.domain.maybe_allocation):
+        if not dim.is_broadcast and not dim.is_reduction:
+            return dim
+    return None
+
+
+def _staged(group: GroupView, reference: TensorView) -> list[TensorView]:
+    """Inputs whose innermost axis is another axis of the reference than its own."""
+    ref_inner = _inner(reference)
+    if ref_inner is None:
+        return []
+    ref_sets = {group.id_map.exact(d) for d in reference.logical}
+    found = []
+    for tv in group.inputs:
+        inner = _inner(tv)
+        if inner is None:
+            continue
+        key = group.id_map.exact(inner)
+        if key != group.id_map.exact(ref_inner) and key in ref_sets:
+            found.append(tv)
+    return found
+
+
+def _tile(
+    tv: TensorView, id_map: IdMap, inner_sets: tuple[int, int], params: TransposeParams, fast_second: bool
+) -> None:
+    """[others..., in1, in2] -> [BIDx, serial, TIDx] over 32 x 32 tiles; threadIdx.x
+    runs along in2 (the reference's fast axis) when `fast_second`, else along in1."""
+    dims = [d for d in common.layout_order(tv) if not d.is_reduction]
+    by_set = {id_map.exact(d): d for d in dims}
+    first, second = by_set[inner_sets[0]], by_set[inner_sets[1]]
+    others = [d for d in dims if d is not first and d is not second]
+    common.reorder_to(tv, [*others, first, second])
+    n = len(others)
+    tv.split(n + 1, params.tile)  # [.., in1, in2o, in2i]
+    tv.split(n, params.tile)  # [.., in1o, in1i, in2o, in2i]
+    tv.reorder({n + 1: n + 2, n + 2: n + 1})  # [.., in1o, in2o, in1i, in2i]
+    if not fast_second:
+        tv.reorder({n + 2: n + 3, n + 3: n + 2})
+    common.merge_all(tv, 0, n + 2)  # [blocks, tile rows, tile columns]
+    tv.merge(1)
+    tv.split(1, params.threads)  # [blocks, serial, TIDx]
+    tv.parallelize(0, ParallelType.BIDx)
+    tv.parallelize(2, ParallelType.TIDx)
