@@ -104,8 +104,8 @@ def persistent_buffers(group: GroupView) -> list[TensorView]:
     reductions = {id(e) for e in group.reductions}
     buffers = []
     for tv in group.tensors:
-        if id(tv) in after:
-            continue
+        if id(tv) in after or any(tv.definition is e for e in group.reductions):
+            continue  # a reduction's result is one value per row, not a row to keep
         uses = [u for u in tv.uses if any(u is e for e in group.exprs)]
         if any(id(u) in reductions or _feeds_reduction(u, group) for u in uses) and any(
             any(id(o) in after for o in u.outputs) for u in uses
