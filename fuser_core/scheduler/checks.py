@@ -35,8 +35,14 @@ def covering_output(group: GroupView, candidates: list[TensorView]) -> TensorVie
     return best
 
 
-def uncovered_message(group: GroupView, reference: TensorView | None) -> str:
-    return "cannot find reference tensor: no output covers the iteration domains of every tensor in the group"
+def uncovered_message(group: GroupView, candidates: list[TensorView]) -> str:
+    """Which tensor the best candidate misses, so the reason names something to look at."""
+    if not candidates:
+        return "cannot find reference tensor: the group has no output"
+    best = max(candidates, key=lambda tv: tv.ndim)
+    covered = ancestor_sets(group.id_map, best)
+    missed = next(tv for tv in group.tensors if not concrete_sets(group.id_map, tv) <= covered)
+    return f"cannot find reference tensor: T{missed.name} iterates axes that T{best.name} does not cover"
 
 
 def broadcast_rejection(kind: SchedulerType, group: GroupView) -> Rejection | None:

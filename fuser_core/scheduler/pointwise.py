@@ -59,7 +59,7 @@ class PointwiseScheduler:
             return reject(self.type, "no support for reduction ops", RejectCategory.unsupported)
         reference = covering_output(group, group.outputs)
         if reference is None:
-            return reject(self.type, uncovered_message(group, None), RejectCategory.disjoint_domains)
+            return reject(self.type, uncovered_message(group, group.outputs), RejectCategory.disjoint_domains)
         return broadcast_rejection(self.type, group) or propagation_rejection(self.type, group, reference)
 
     def run_time_check(self, group: GroupView, info: RuntimeInfo) -> Rejection | None:

@@ -31,6 +31,7 @@ from fuser_core.scheduler.checks import (
     persistent_buffers,
     propagation_rejection,
     reduction_signature_rejection,
+    uncovered_message,
 )
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 from fuser_core.scheduler.tensor_ops import rfactor
@@ -75,11 +76,7 @@ class ReductionScheduler:
             return rejection
         reference = group.reduction_tvs()[0]
         if covering_output(group, [reference]) is None:
-            return reject(
-                self.type,
-                f"disjoint iteration domains: some tensor's axes are not axes of the reduction T{reference.name}",
-                RejectCategory.disjoint_domains,
-            )
+            return reject(self.type, uncovered_message(group, [reference]), RejectCategory.disjoint_domains)
         persistent = needs_persistence(group)
         if persistent and not self.persistent:
             return reject(self.type, "need persistent buffers that reduction scheduler doesn't handle")

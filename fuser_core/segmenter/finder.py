@@ -145,8 +145,11 @@ class SegmentCandidateFinder:
 
     def _attempt(self, a: _Group, b: _Group, stage: str) -> bool:
         union = sorted([*a.exprs, *b.exprs], key=lambda e: self.order[id(e)])
+        known = frozenset(id(e) for e in union) in self._tried
         scheduler, rejections = self._try(union)
         accepted = scheduler is not None
+        if known and not accepted:
+            return False  # tried in an earlier round: the log has it already
         category = None if accepted else main_category(rejections)
         self.attempts.append(
             MergeAttempt(
