@@ -134,7 +134,8 @@ class FusionExecutorCache:
             (self._leaf_labels.get(id(leaf), str(leaf)), ev.evaluate(leaf)) for leaf in self._leaves[resize_extents]
         )
         empties = tuple(ev.evaluate(s.extent) == 0 for s in self.initial_info.maybe_empty)
-        input_key = (signature, values, empties, resize_extents)
+        sizes = tuple(a.shape for a in args if isinstance(a, TensorArg))
+        input_key = (signature, values, empties, resize_extents, sizes)
         runtime = self._by_input_key.get(input_key)
         if runtime is not None:
             self._by_input_key.move_to_end(input_key)
@@ -160,11 +161,15 @@ class FusionExecutorCache:
             runtime = self._new_runtime(entry, signature, args, opts)
             return runtime, CacheEvent(False, LEVELS[1], runtime.name, tuple(reasons))
         self._recent_infos.append(info)
-        reusable = next((r for r in entry.runtimes if r.accepts(signature)), None)
-        if reusable is not None:
-            return reusable, CacheEvent(True, LEVELS[1], reusable.name, tuple(key_reasons))
-        reasons = ["no runtime for this input signature"]
-        if entry.runtimes:  # none when building the first one failed
+        same_signature = [r for r in entry.runtimes if r.accepts(signature)]
+        refusals: list[str] = []
+        for candidate in same_signature:
+            refusal = candidate.refusal(args)
+            if refusal is None:
+                return candidate, CacheEvent(True, LEVELS[1], candidate.name, tuple(key_reasons))
+            refusals.append(f"{candidate.name}: {refusal}")
+        reasons = refusals[-1:] or ["no runtime for this input signature"]
+        if entry.runtimes and not refusals:  # none when building the first one failed
             nearest = min(entry.runtimes[-REASON_CANDIDATES:], key=lambda r: len(signature.diff(r.signature)))
             reasons = signature.diff(nearest.signature) or reasons
         runtime = self._new_runtime(entry, signature, args, opts)
@@ -222,7 +227,7 @@ class FusionExecutorCache:
 
 
 def _input_key_diff(new: tuple[Any, ...], old: tuple[Any, ...]) -> list[str]:
-    signature, values, empties, resize_extents = new
+    signature, values, empties, resize_extents, sizes = new
     found = signature.diff(old[0])
     found += [
         f"{label} {before} -> {now}" for (label, now), (_, before) in zip(values, old[1], strict=False) if now != before
@@ -231,6 +236,11 @@ def _input_key_diff(new: tuple[Any, ...], old: tuple[Any, ...]) -> list[str]:
         found.append("an input became empty or non-empty")
     if resize_extents != old[3]:
         found.append(f"concretize_resize_extents turned {'on' if resize_extents else 'off'}")
+    found += [
+        f"input {i} shape {list(before)} -> {list(now)}"
+        for i, (now, before) in enumerate(zip(sizes, old[4], strict=False))
+        if now != before
+    ]
     return found
 
 

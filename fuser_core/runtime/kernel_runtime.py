@@ -101,5 +101,12 @@ class FusionKernelRuntime:
     def accepts(self, signature: InputSignature) -> bool:
         return signature == self.signature
 
+    def refusal(self, args: Sequence[Any]) -> str | None:
+        """Why this runtime cannot run these inputs (same signature, other sizes): a
+        kernel's scheduler rejects them, or would choose other parameters; None if it can."""
+        complete = self.segmented.complete
+        info = RuntimeInfo(bind_args(complete, args), self.compiled.device, self.signature.index_type)
+        return self.segmented.refusal(info)
+
     def run(self, args: Sequence[Any]) -> list[Any]:
         return self.executable.run(args)

@@ -9,7 +9,7 @@ read once per block row instead of once per element.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import ParallelType
@@ -44,7 +44,7 @@ class PointwiseParams(HeuristicParams):
     vectorize: int
     unroll: int
     threads_x: int
-    elements: int
+    elements: int = field(compare=False)  # for the dump: what the schedule covers here
     scalar_access: tuple[int, ...] = ()  # global tensors not read or written in vectors
 
 

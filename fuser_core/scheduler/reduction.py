@@ -15,7 +15,7 @@ own tensor, and propagate from that partial result. They differ in R's split:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import ParallelType
@@ -53,9 +53,10 @@ class ReductionParams(HeuristicParams):
     grid_reduction: int  # blockIdx.y blocks along R (1: none)
     persistent_batch: int  # serial R elements per thread held across the reduction (persistent)
     unroll: int
-    rows: int  # product of iteration extents
-    row_length: int  # product of reduced extents
-    buffer_bytes_per_row: int = 0
+    # For the dump (a runtime is reused for other sizes as long as the rest agrees):
+    rows: int = field(compare=False)  # product of iteration extents
+    row_length: int = field(compare=False)  # product of reduced extents
+    buffer_bytes_per_row: int = field(default=0, compare=False)
     buffer_in_shared_memory: bool = False
     buffers: tuple[int, ...] = ()  # persistent tensors, by name
 

@@ -264,7 +264,7 @@ class SegmentCandidateFinder:
             result.append(
                 SegmentedGroup(position, group.exprs, view.inputs, view.outputs, scheduler.type, params, group.merged)
             )
-        segmented = SegmentedFusion(self.fusion, result, _edges(result), self.attempts, whole)
+        segmented = SegmentedFusion(self.fusion, result, _edges(result), self.attempts, whole, id_map=self.id_map)
         segmented.reasons = self._explain(groups, result)
         return segmented
 

@@ -3,12 +3,15 @@ neighbours stayed apart. Printers and the workbench read it; nothing here decide
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from fuser_core.ir.base import Expr
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler.base import HeuristicParams, RejectCategory, Rejection, ScheduleRecord, SchedulerType
+from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
+from fuser_core.scheduler.id_map import IdMap
+from fuser_core.scheduler.registry import BY_TYPE
 
 
 @dataclass
@@ -72,6 +75,15 @@ class NeighbourReason:
     rejections: tuple[Rejection, ...] = ()
 
 
+def _changes(old: HeuristicParams, new: HeuristicParams) -> str:
+    changed = [
+        f"{f.name} {getattr(old, f.name)} -> {getattr(new, f.name)}"
+        for f in fields(old)
+        if f.compare and getattr(old, f.name) != getattr(new, f.name)
+    ]
+    return ", ".join(changed)
+
+
 @dataclass
 class SegmentedFusion:
     complete: Fusion
@@ -80,6 +92,22 @@ class SegmentedFusion:
     attempts: list[MergeAttempt] = field(default_factory=list)
     whole_fusion_rejections: tuple[Rejection, ...] = ()
     reasons: list[NeighbourReason] = field(default_factory=list)
+    id_map: IdMap | None = None
+
+    def refusal(self, info: RuntimeInfo) -> str | None:
+        """Whether every group's scheduler takes new sizes with the same parameters
+        (nvFuser's getMaybeHeuristicsFor); a sentence naming the first that does not."""
+        assert self.id_map is not None
+        for group in self.groups:
+            scheduler = BY_TYPE[group.scheduler]
+            view = GroupView(group.exprs, group.inputs, group.outputs, self.id_map)
+            rejection = scheduler.run_time_check(view, info)
+            if rejection is not None:
+                return f"g{group.id} {group.scheduler.value} rejects the new sizes: {rejection.reason}"
+            params = scheduler.heuristics(view, info)
+            if params != group.params:
+                return f"g{group.id} {group.scheduler.value} heuristics changed: {_changes(group.params, params)}"
+        return None
 
     @property
     def is_segmented(self) -> bool:
