@@ -29,6 +29,8 @@ class Fusion:
         self._zero: Scalar | None = None
         self._one: Scalar | None = None
         self._walk: list[Statement] | None = None  # cached traversal, dropped on any change
+        self._position_map: dict[int, int] = {}
+        self._position_count = -1
 
     # -- construction ----------------------------------------------------------------
     def guard(self) -> Any:
@@ -108,6 +110,13 @@ class Fusion:
                 stack.append((val, True))
                 stack.extend((inp, False) for inp in reversed(expr.inputs) if id(inp) not in done)
 
+    def _positions(self) -> dict[int, int]:
+        """Creation index of each statement (by id), rebuilt only when statements were added."""
+        if self._position_count != len(self._statements):
+            self._position_map = {id(s): i for i, s in enumerate(self._statements)}
+            self._position_count = len(self._statements)
+        return self._position_map
+
     def statements(self) -> list[Statement]:
         return list(self._statements)
 
@@ -169,11 +178,9 @@ class Fusion:
         references to statements outside it are dropped (`uses`) or cut (`definition`)."""
         keep = _closure(exprs, inputs)
         new = Fusion()
-        mapping: dict[int, Any] = {}
-        for stmt in self._statements:
-            if id(stmt) in keep:
-                mapping[id(stmt)] = object.__new__(type(stmt))
-        kept = [s for s in self._statements if id(s) in keep]
+        positions = self._positions()
+        kept = sorted(keep.values(), key=lambda s: positions[id(s)])
+        mapping: dict[int, Any] = {id(s): object.__new__(type(s)) for s in kept}
         for stmt in kept:
             copy = mapping[id(stmt)]
             for key, value in vars(stmt).items():
@@ -199,17 +206,17 @@ class Fusion:
         return new, mapping
 
 
-def _closure(exprs: list[Expr], inputs: list[Val]) -> set[int]:
-    """Ids of every statement a segment needs: its exprs, their values, the tensors'
+def _closure(exprs: list[Expr], inputs: list[Val]) -> dict[int, Statement]:
+    """Every statement a segment needs, by id: its exprs, their values, the tensors'
     domains and IterDomains, and the scalar expressions extents are built from."""
-    keep: set[int] = set()
+    keep: dict[int, Statement] = {}
     stack: list[Statement] = [*exprs, *inputs]
     input_ids = {id(v) for v in inputs}
     while stack:
         stmt = stack.pop()
         if id(stmt) in keep:
             continue
-        keep.add(id(stmt))
+        keep[id(stmt)] = stmt
         stack.extend(_needed_by(stmt, input_ids))
     return keep
 

@@ -25,14 +25,17 @@ def expr_eval_rejection(kind: SchedulerType, group: GroupView) -> Rejection | No
 def covering_output(group: GroupView, candidates: list[TensorView]) -> TensorView | None:
     """A tensor whose axes (and what they were reshaped or resized from) cover every
     iterating axis of the group: the reference the schedule is made on."""
-    needed: set[int] = set()
-    for tv in group.tensors:
-        needed |= concrete_sets(group.id_map, tv)
-    best = None
-    for tv in candidates:
-        if needed <= ancestor_sets(group.id_map, tv) and (best is None or tv.ndim > best.ndim):
-            best = tv
-    return best
+    key = tuple(id(tv) for tv in candidates)
+    if key not in group.references:
+        needed: set[int] = set()
+        for tv in group.tensors:
+            needed |= concrete_sets(group.id_map, tv)
+        best = None
+        for tv in candidates:
+            if needed <= ancestor_sets(group.id_map, tv, group.links) and (best is None or tv.ndim > best.ndim):
+                best = tv
+        group.references[key] = best
+    return group.references[key]
 
 
 def uncovered_message(group: GroupView, candidates: list[TensorView]) -> str:
@@ -40,7 +43,7 @@ def uncovered_message(group: GroupView, candidates: list[TensorView]) -> str:
     if not candidates:
         return "cannot find reference tensor: the group has no output"
     best = max(candidates, key=lambda tv: tv.ndim)
-    covered = ancestor_sets(group.id_map, best)
+    covered = ancestor_sets(group.id_map, best, group.links)
     missed = next(tv for tv in group.tensors if not concrete_sets(group.id_map, tv) <= covered)
     return f"cannot find reference tensor: T{missed.name} iterates axes that T{best.name} does not cover"
 

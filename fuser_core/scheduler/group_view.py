@@ -57,6 +57,15 @@ class GroupView:
         return list(seen.values())
 
     @cached_property
+    def links(self) -> dict[int, list[int]]:
+        return self.id_map.links_of(self.exprs)
+
+    @cached_property
+    def references(self) -> dict[tuple[int, ...], TensorView | None]:
+        """Memo of the reference tensor found among each candidate list (checks.covering_output)."""
+        return {}
+
+    @cached_property
     def reductions(self) -> list[Expr]:
         return [e for e in self.exprs if isinstance(e, REDUCTION_OPS)]
 

@@ -49,10 +49,11 @@ class IdMap:
         self._exact = _DisjointSets()
         self._keys: dict[int, int] = {}  # id(IterDomain) -> small int key
         self._ids: list[IterDomain] = []
-        self._sources: dict[int, list[IterDomain]] | None = None
+        self._sources: dict[int, list[int]] | None = None
         # Per expression: (broadcast axis, the axis it is tied to) pairs.
         self.broadcast_links: dict[int, list[tuple[IterDomain, IterDomain]]] = {}
         self._squeezed: list[IterDomain] = []  # axes a squeeze removes: size 1, iterated by nothing
+        self._squeezed_sets: set[int] | None = None
         for expr in exprs:
             self._add_expr(expr)
 
@@ -88,45 +89,50 @@ class IdMap:
         return self._exact.find(self._key(dim))
 
     def squeezed_sets(self) -> set[int]:
-        return {self.exact(d) for d in self._squeezed}
+        if self._squeezed_sets is None:
+            self._squeezed_sets = {self.exact(d) for d in self._squeezed}
+        return self._squeezed_sets
 
     def same(self, a: IterDomain, b: IterDomain) -> bool:
         return self.exact(a) == self.exact(b)
 
-    def made_from(self, dim: IterDomain) -> list[IterDomain]:
-        """IterDomains that any axis of `dim`'s exact set was reshaped or resized from:
-        a cat's output axis is made, through its inputs' pads, from what they padded."""
+    def made_from(self, key: int) -> list[int]:
+        """Exact sets that any axis of set `key` was reshaped or resized from: a cat's
+        output axis is made, through its inputs' pads, from what they padded."""
         if self._sources is None:
             self._sources = {}
             for member in self._ids:
                 definition = member.definition
                 if isinstance(definition, (Split, Merge, Resize)):
-                    inputs = [v for v in definition.inputs if isinstance(v, IterDomain)]
+                    inputs = [self.exact(v) for v in definition.inputs if isinstance(v, IterDomain)]
                     self._sources.setdefault(self.exact(member), []).extend(inputs)
-            # A broadcast tied to an axis (a pad to size 1 meeting a full axis) is
-            # iterated by that axis: what it was made from is covered too.
-            for links in self.broadcast_links.values():
-                for p, c in links:
-                    self._sources.setdefault(self.exact(c), []).append(p)
-                    self._sources.setdefault(self.exact(p), []).append(c)
-        return self._sources.get(self.exact(dim), [])
+        return self._sources.get(key, [])
+
+    def links_of(self, exprs: Sequence[Expr]) -> dict[int, list[int]]:
+        """The broadcast ties these expressions make, both ways, by exact set: a
+        broadcast tied to an axis (a pad to size 1 meeting a full axis) is iterated by it."""
+        links: dict[int, list[int]] = {}
+        for expr in exprs:
+            for p, c in self.broadcast_links.get(id(expr), []):
+                links.setdefault(self.exact(p), []).append(self.exact(c))
+                links.setdefault(self.exact(c), []).append(self.exact(p))
+        return links
 
 
-def ancestor_sets(id_map: IdMap, tv: TensorView) -> set[int]:
-    """Exact sets of `tv`'s logical axes and of every axis they were made from by the
-    tensor's reshape/resize transforms: what a reference tensor covers."""
+def ancestor_sets(id_map: IdMap, tv: TensorView, links: dict[int, list[int]] | None = None) -> set[int]:
+    """Exact sets of `tv`'s logical axes and of every axis they were made from by
+    reshape/resize transforms, or are tied to by the broadcasts in `links`: what a
+    reference tensor covers."""
     found: set[int] = set()
-    stack = list(tv.logical)
+    stack = [id_map.exact(d) for d in tv.logical]
     while stack:
-        dim = stack.pop()
-        key = id_map.exact(dim)
+        key = stack.pop()
         if key in found:
             continue
         found.add(key)
-        definition = dim.definition
-        if isinstance(definition, (Split, Merge, Resize)):
-            stack.extend(v for v in definition.inputs if isinstance(v, IterDomain))
-        stack.extend(id_map.made_from(dim))
+        stack.extend(id_map.made_from(key))
+        if links:
+            stack.extend(links.get(key, ()))
     return found
 
 
