@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.printer import print_math
-from fuser_core.passes.allocation_order import require_output_stride_orders
+from fuser_core.passes.allocation_order import infer_allocation_hints, require_output_stride_orders
 from fuser_core.passes.dead_code import remove_dead_code
 
 Pass = Callable[[Fusion], bool]
@@ -23,7 +23,13 @@ PRESEGMENTATION_PASSES: tuple[tuple[str, Pass, str], ...] = (
     (
         "output_stride_order",
         require_output_stride_orders,
-        "last: a user's stride_order becomes the output's required allocation domain once the set of tensors is final",
+        "once the set of tensors is final: a user's stride_order becomes the output's "
+        "required allocation domain, before inference, which must not touch it",
+    ),
+    (
+        "allocation_order_inference",
+        infer_allocation_hints,
+        "last: it proposes hints from the inputs' layouts for the tensors that remain",
     ),
 )
 

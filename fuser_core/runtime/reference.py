@@ -129,9 +129,20 @@ def _output_value(fusion: Fusion, out: Val, value: Any) -> Any:
     if not isinstance(out, TensorView):
         return value
     array = np.asarray(value).astype(out.dtype.numpy, copy=False)
-    order = fusion.output_stride_order.get(out)
-    # Without a required stride order an output is row-major, as nvFuser allocates it.
+    order = fusion.output_stride_order.get(out) or _allocation_order(out)
+    # An output is laid out as its allocation domain says (a requirement, or a hint its
+    # kernel kept); without one it is row-major, as nvFuser allocates it.
     return with_stride_order(array, order) if order else np.array(array, order="C", copy=True)
+
+
+def _allocation_order(tv: TensorView) -> list[int] | None:
+    """The stride order of `tv`'s allocation domain, if it has one."""
+    alloc = [d for d in tv.domain.maybe_allocation if not d.is_reduction]
+    logical = tv.logical_no_reductions()
+    if tv.domain.allocation is None or alloc == logical:
+        return None
+    rank = len(alloc)
+    return [rank - 1 - next(i for i, a in enumerate(alloc) if a is d) for d in logical]
 
 
 def with_stride_order(array: np.ndarray, stride_order: Sequence[int]) -> np.ndarray:
