@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.printer import print_math
 from fuser_core.passes.allocation_order import infer_allocation_hints, require_output_stride_orders
+from fuser_core.passes.cast_folding import fold_consecutive_casts
 from fuser_core.passes.dead_code import remove_dead_code
+from fuser_core.passes.noop_removal import remove_noop_ops
 
 Pass = Callable[[Fusion], bool]
 
@@ -19,6 +21,16 @@ PRESEGMENTATION_PASSES: tuple[tuple[str, Pass, str], ...] = (
         "dead_code_removal",
         remove_dead_code,
         "first: no later pass, and not the segmenter, may count a use no output needs",
+    ),
+    (
+        "consecutive_cast_folding",
+        fold_consecutive_casts,
+        "before no-op removal: folding x -> float -> x leaves a copy for it to remove",
+    ),
+    (
+        "noop_removal",
+        remove_noop_ops,
+        "after folding, before layouts: tensors that are only copies must not get a layout",
     ),
     (
         "output_stride_order",

@@ -2,10 +2,13 @@
 allocation order as requirements (a user's stride_order) and hints (inferred)."""
 
 import numpy as np
+import pytest
 
 from fuser_core import DataType, FusionDefinition, load_repro
 from fuser_core.ir.printer import print_math
 from fuser_core.passes import PRESEGMENTATION_PASSES, run_presegmentation_passes
+from fuser_core.runtime.arguments import bind_args, convert_inputs
+from fuser_core.runtime.reference import evaluate_fusion
 
 
 def rand(*shape: int) -> np.ndarray:
@@ -45,9 +48,15 @@ def test_the_passes_run_in_their_documented_order_and_are_recorded():
     fusion, _ = fd.fusion.clone()
     records = run_presegmentation_passes(fusion)
     assert [r.name for r in records] == [name for name, _, _ in PRESEGMENTATION_PASSES]
-    assert [r.name for r in records] == ["dead_code_removal", "output_stride_order", "allocation_order_inference"]
+    assert [r.name for r in records] == [
+        "dead_code_removal",
+        "consecutive_cast_folding",
+        "noop_removal",
+        "output_stride_order",
+        "allocation_order_inference",
+    ]
     assert all(why for _, _, why in PRESEGMENTATION_PASSES)
-    assert [r.changed for r in records] == [True, False, False]
+    assert [r.changed for r in records] == [True, False, False, False, False]
     assert all(r.seconds >= 0 and r.ir_after == print_math(fusion) for r in records)
 
 
@@ -126,3 +135,67 @@ def test_a_reduction_kernel_drops_a_hint_and_says_why():
     relu, total = fd.execute([x])
     assert relu.flags.c_contiguous  # the dropped hint is not what the kernel writes
     np.testing.assert_allclose(total, x.sum(axis=1), rtol=1e-5)
+
+
+def cast_chain(src: DataType, middle: DataType, dst: DataType) -> FusionDefinition:
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=src)
+        fd.add_output(fd.ops.cast(fd.ops.cast(x, middle), dst))
+    return fd
+
+
+CHAINS = [
+    (DataType.BFloat16, DataType.Float, DataType.Half, True),  # bf16 fits in float: one rounding
+    (DataType.Half, DataType.Double, DataType.Float, True),
+    (DataType.Int32, DataType.Int, DataType.Float, True),
+    (DataType.Float, DataType.Half, DataType.Double, False),  # half rounds: must stay
+    (DataType.Double, DataType.Float, DataType.BFloat16, False),  # two roundings differ from one
+    (DataType.Int, DataType.Int32, DataType.Double, False),  # int32 may wrap
+]
+
+
+@pytest.mark.parametrize(("src", "middle", "dst", "folds"), CHAINS)
+def test_consecutive_casts_fold_only_when_the_first_loses_nothing(src, middle, dst, folds):
+    fd = cast_chain(src, middle, dst)
+    fusion, _ = fd.fusion.clone()
+    run_presegmentation_passes(fusion)
+    casts = [e for e in fusion.exprs() if e.op_name == "cast"]
+    assert len(casts) == (1 if folds else 2)
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(257) * 40 + 1e-3).astype(src.numpy)
+    if src.is_integral:  # int64 values beyond int32 make the narrowing chain visible
+        x = rng.integers(-(2**40), 2**40, 257).astype(src.numpy)
+    (out,) = fd.execute([x])  # the pipeline runs the folded fusion
+    reference = evaluate_fusion(fd.fusion, bind_args(fd.fusion, convert_inputs(fd.fusion, [x])))[0]
+    np.testing.assert_array_equal(out, reference)
+
+
+def test_a_cast_there_and_back_through_a_wider_type_is_a_copy_and_is_removed():
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.BFloat16)
+        y = fd.ops.cast(fd.ops.cast(x, DataType.Float), DataType.BFloat16)
+        fd.add_output(fd.ops.neg(y))
+    fusion, _ = fd.fusion.clone()
+    run_presegmentation_passes(fusion)
+    # What is left: neg's own promotion of its bf16 operand, read straight from the input.
+    cast, neg = fusion.exprs()
+    assert (cast.op_name, neg.op_name) == ("cast", "neg")
+    assert cast.inputs[0] is fusion.inputs[0]
+
+
+def test_noop_ops_are_removed_but_an_output_copy_stays():
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[2, 3], contiguity=[True, True], dtype=DataType.Float)
+        same = fd.ops.reshape(x, [2, 3])
+        copy = fd.ops.set(fd.ops.relu(same))
+        fd.add_output(fd.ops.exp(copy))
+        fd.add_output(fd.ops.set(x))
+        fd.add_output(fd.ops.segment_set(fd.ops.neg(x)))
+    fusion, _ = fd.fusion.clone()
+    run_presegmentation_passes(fusion)
+    ops = sorted(e.op_name for e in fusion.exprs())
+    assert ops == ["exp", "neg", "relu", "segment_set", "set"]  # the output copy and the hint stay
+    x = rand(2, 3)
+    out = fd.execute([x])
+    np.testing.assert_allclose(out[0], np.exp(np.maximum(x, 0)), rtol=1e-6)
+    np.testing.assert_array_equal(out[1], x)
