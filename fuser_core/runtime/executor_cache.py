@@ -135,7 +135,7 @@ class FusionExecutorCache:
         )
         empties = tuple(ev.evaluate(s.extent) == 0 for s in self.initial_info.maybe_empty)
         sizes = tuple(a.shape for a in args if isinstance(a, TensorArg))
-        input_key = (signature, values, empties, resize_extents, sizes)
+        input_key = (signature, values, empties, resize_extents, sizes, opts.device_model)
         runtime = self._by_input_key.get(input_key)
         if runtime is not None:
             self._by_input_key.move_to_end(input_key)
@@ -161,7 +161,8 @@ class FusionExecutorCache:
             runtime = self._new_runtime(entry, signature, args, opts)
             return runtime, CacheEvent(False, LEVELS[1], runtime.name, tuple(reasons))
         self._recent_infos.append(info)
-        same_signature = [r for r in entry.runtimes if r.accepts(signature)]
+        device = select_device(opts.device_model)
+        same_signature = [r for r in entry.runtimes if r.accepts(signature) and r.compiled.device == device]
         refusals: list[str] = []
         for candidate in same_signature:
             refusal = candidate.refusal(args)
@@ -227,7 +228,7 @@ class FusionExecutorCache:
 
 
 def _input_key_diff(new: tuple[Any, ...], old: tuple[Any, ...]) -> list[str]:
-    signature, values, empties, resize_extents, sizes = new
+    signature, values, empties, resize_extents, sizes, device_model = new
     found = signature.diff(old[0])
     found += [
         f"{label} {before} -> {now}" for (label, now), (_, before) in zip(values, old[1], strict=False) if now != before
@@ -241,6 +242,8 @@ def _input_key_diff(new: tuple[Any, ...], old: tuple[Any, ...]) -> list[str]:
         for i, (now, before) in enumerate(zip(sizes, old[4], strict=False))
         if now != before
     ]
+    if device_model != old[5]:
+        found.append(f"device model {old[5] or 'of the GPU'} -> {device_model or 'of the GPU'}")
     return found
 
 

@@ -3,7 +3,7 @@ with the same parameters; otherwise the miss says which kernel and what changed.
 
 import numpy as np
 
-from fuser_core import DataType, FusionDefinition
+from fuser_core import DataType, FusionDefinition, use_options
 
 
 def exp_fusion() -> FusionDefinition:
@@ -68,3 +68,14 @@ def test_a_row_too_long_to_keep_is_refused_by_the_persistent_kernel_and_segmente
     assert len(segmented.groups) > 1
     whole = {r.scheduler.value: r for r in segmented.whole_fusion_rejections}
     assert whole["inner_persistent"].category.value == "persistent buffer too large"
+
+
+def test_another_device_model_is_another_runtime():
+    fd = exp_fusion()
+    x = rand(4, 8)
+    fd.execute([x])
+    with use_options(device_model="h200"):
+        fd.execute([x])
+    event = fd.executor_cache.events[-1]
+    assert not event.hit and event.level == "runtime"
+    assert [r.compiled.device.name for r in fd.executor_cache.runtimes] == ["NVIDIA H100 SXM5", "NVIDIA H200"]
