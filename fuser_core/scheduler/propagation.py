@@ -122,7 +122,7 @@ def _replay(step: Step) -> None:
     for dim in source.loop:
         new = mapped.get(id(dim))
         if new is not None and id(new) not in placed and _is_leaf(new):
-            new.replayed_from = dim
+            new.replayed_from = origin(dim)  # straight to the reference: no chains to walk
             loop.append(new)
             placed.add(id(new))
     loop += [d for d in _leaves(target) if id(d) not in placed]
