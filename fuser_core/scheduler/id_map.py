@@ -49,13 +49,14 @@ class IdMap:
         self._exact = _DisjointSets()
         self._keys: dict[int, int] = {}  # id(IterDomain) -> small int key
         self._ids: list[IterDomain] = []
-        self._sources: dict[int, list[int]] | None = None
+        self._sources: dict[int, list[int]] = {}
         # Per expression: (broadcast axis, the axis it is tied to) pairs.
         self.broadcast_links: dict[int, list[tuple[IterDomain, IterDomain]]] = {}
         self._squeezed: list[IterDomain] = []  # axes a squeeze removes: size 1, iterated by nothing
         self._squeezed_sets: set[int] | None = None
         for expr in exprs:
             self._add_expr(expr)
+        self._sources = self._rf_sources()
 
     def _key(self, dim: IterDomain) -> int:
         key = self._keys.get(id(dim))
@@ -66,6 +67,10 @@ class IdMap:
         return key
 
     def _add_expr(self, expr: Expr) -> None:
+        for val in (*expr.inputs, *expr.outputs):
+            if isinstance(val, TensorView):  # every axis, reshape/resize ones included, has a set
+                for dim in val.domain.all_ids():
+                    self._key(dim)
         if isinstance(expr, SqueezeOp):
             squeezed: TensorView = expr.inputs[0]  # type: ignore[assignment]
             dims = squeezed.logical_no_reductions()
@@ -99,14 +104,16 @@ class IdMap:
     def made_from(self, key: int) -> list[int]:
         """Exact sets that any axis of set `key` was reshaped or resized from: a cat's
         output axis is made, through its inputs' pads, from what they padded."""
-        if self._sources is None:
-            self._sources = {}
-            for member in self._ids:
-                definition = member.definition
-                if isinstance(definition, (Split, Merge, Resize)):
-                    inputs = [self.exact(v) for v in definition.inputs if isinstance(v, IterDomain)]
-                    self._sources.setdefault(self.exact(member), []).extend(inputs)
         return self._sources.get(key, [])
+
+    def _rf_sources(self) -> dict[int, list[int]]:
+        sources: dict[int, list[int]] = {}
+        for member in list(self._ids):
+            definition = member.definition
+            if isinstance(definition, (Split, Merge, Resize)):
+                inputs = [self.exact(v) for v in definition.inputs if isinstance(v, IterDomain)]
+                sources.setdefault(self.exact(member), []).extend(inputs)
+        return sources
 
     def links_of(self, exprs: Sequence[Expr]) -> dict[int, list[int]]:
         """The broadcast ties these expressions make, both ways, by exact set: a

@@ -1,0 +1,464 @@
+"""Properties of segmentation and scheduling on random fusions.
+
+Each example is a small DAG of 1-3 float inputs of rank 1-3 (sizes 1, 3, 5, 7; a
+size-1 axis is declared 1, so it broadcasts) and up to a dozen frontend ops: unary
+and binary pointwise ops, broadcast_in_dim (from a lower-rank tensor or a reduction
+result, often to the shape of a tensor already there), sum/max reductions with or
+without keepdim, and static reshapes that factor their input; several outputs, and
+intermediates nobody uses. For each, with the runtime its inputs get:
+
+1. every tensor expression of the complete fusion is in exactly one group;
+2. the group graph is acyclic: group ids are positions and every edge goes forward;
+3. a group reads only fusion inputs and outputs of earlier groups;
+4. running kernel by kernel equals running the unsegmented fusion;
+5. every scheduled group passes the loop-domain check;
+6. each group's scheduler takes it again (the same one, with the same parameters),
+   and the segmentation prints, each group marked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fuser_core import DataType, FusionDefinition
+from fuser_core.errors import FuserError
+from fuser_core.ir.iter_domain import IterDomain
+from fuser_core.runtime.arguments import bind_args, convert_inputs
+from fuser_core.runtime.kernel_runtime import FusionKernelRuntime
+from fuser_core.runtime.reference import bind_leaves, evaluate_fusion, leaf_values
+from fuser_core.scheduler.base import SchedulerType
+from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
+from fuser_core.scheduler.loop_check import loop_domain_problems
+from fuser_core.scheduler.registry import BY_TYPE, propose
+from fuser_core.segmenter.printer import print_presched, print_segmented_fusion, print_segmenter_log
+
+SIZES = (3, 5, 7)
+UNARY = ("neg", "abs", "sin", "tanh", "sigmoid", "exp")
+BINARY = ("add", "mul", "sub", "maximum")
+REDUCERS = ("sum", "max")
+
+# The model of a tensor the generator keeps: one (size, kind) per axis. Kinds:
+# "iter" (a plain axis), "bcast" (a size-1 broadcast), "expanded" (a broadcast
+# expanded to `size`), "one" (size 1 from a reshape: a broadcast or not, so it meets
+# only other size-1 axes).
+Axis = tuple[int, str]
+Shape = tuple[Axis, ...]
+
+
+# -- the programs ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Program:
+    """A fusion as data: input shapes, ops on tensor indices (inputs first, then one
+    tensor per op), the outputs, and the seed of the input data."""
+
+    inputs: tuple[tuple[int, ...], ...]
+    ops: tuple[tuple, ...]
+    outputs: tuple[int, ...]
+    seed: int
+
+    def __repr__(self) -> str:  # the repro, as a deterministic test would define it
+        lines = [f"Program(seed={self.seed})"]
+        for i, shape in enumerate(self.inputs):
+            lines.append(f"  t{i} = input {list(shape)}")
+        for k, op in enumerate(self.ops):
+            lines.append(f"  t{len(self.inputs) + k} = {_op_text(op)}")
+        lines.append(f"  outputs {[f't{i}' for i in self.outputs]}")
+        return "\n".join(lines)
+
+
+def _op_text(op: tuple) -> str:
+    kind, *args = op
+    if kind in ("unary", "binary"):
+        name, *srcs = args
+        return f"{name}({', '.join(f't{s}' for s in srcs)})"
+    if kind == "reduce":
+        name, src, axes, keepdim = args
+        return f"{name}(t{src}, dims={list(axes)}, keepdim={keepdim})"
+    if kind == "broadcast":
+        src, shape, dims = args
+        return f"broadcast_in_dim(t{src}, shape={list(shape)}, broadcast_dims={list(dims)})"
+    src, shape = args
+    return f"reshape(t{src}, {list(shape)})"
+
+
+def input_shape_model(shape: Sequence[int]) -> Shape:
+    return tuple((s, "bcast" if s == 1 else "iter") for s in shape)
+
+
+def _meets(a: Axis, b: Axis) -> bool:
+    """Whether a binary op may combine the two axes."""
+    return a[0] == b[0] or a[1] == "bcast" or b[1] == "bcast"
+
+
+def _combined(a: Axis, b: Axis) -> Axis:
+    for kind in ("iter", "one", "expanded"):
+        for axis in (a, b):
+            if axis[1] == kind:
+                return axis
+    return a
+
+
+def _broadcast_axis(src: Axis, size: int) -> Axis | None:
+    """What a source axis becomes at an output axis of `size`, or None if it cannot."""
+    if src[1] == "bcast":
+        return (1, "bcast") if size == 1 else (size, "expanded")
+    return src if src[0] == size else None
+
+
+def _embeddings(src: Shape, target: Shape) -> list[tuple[int, ...]]:
+    """Increasing positions of `target` that `src`'s axes can be broadcast to."""
+    found = []
+    for dims in itertools.combinations(range(len(target)), len(src)):
+        if all(_broadcast_axis(s, target[d][0]) is not None for s, d in zip(src, dims, strict=True)):
+            found.append(dims)
+    return found
+
+
+def _pick(draw, tensors: list[Shape]) -> int:
+    """A tensor index, mostly one of the last few (deep graphs), shrinking towards the
+    most recent one."""
+    back = draw(st.integers(0, 3))
+    if back == 3:
+        back = draw(st.integers(0, len(tensors) - 1))
+    return len(tensors) - 1 - min(back, len(tensors) - 1)
+
+
+def _draw_unary(draw, tensors):
+    src = _pick(draw, tensors)
+    return ("unary", draw(st.sampled_from(UNARY)), src), tensors[src]
+
+
+def _draw_binary(draw, tensors, src=None):
+    src = _pick(draw, tensors) if src is None else src
+    a = tensors[src]
+    partners = [
+        i
+        for i, b in enumerate(tensors)
+        if len(b) == len(a) and all(_meets(x, y) for x, y in zip(a, b, strict=True))
+    ]
+    others = [i for i in partners if i != src] or partners  # itself only when nothing else fits
+    other = others[len(others) - 1 - draw(st.integers(0, len(others) - 1))]
+    shape = tuple(_combined(x, y) for x, y in zip(a, tensors[other], strict=True))
+    return ("binary", draw(st.sampled_from(BINARY)), src, other), shape
+
+
+def _draw_reduce(draw, tensors):
+    ranked = [i for i, t in enumerate(tensors) if t]
+    if not ranked:
+        return None
+    src = ranked[len(ranked) - 1 - min(draw(st.integers(0, 3)), len(ranked) - 1)]
+    a = tensors[src]
+    axes = tuple(sorted(draw(st.sets(st.integers(0, len(a) - 1), min_size=1, max_size=len(a)))))
+    keepdim = draw(st.booleans())
+    if keepdim:
+        shape = tuple((1, "bcast") if i in axes else axis for i, axis in enumerate(a))
+    else:
+        shape = tuple(axis for i, axis in enumerate(a) if i not in axes)
+    return ("reduce", draw(st.sampled_from(REDUCERS)), src, axes, keepdim), shape
+
+
+def _draw_broadcast(draw, tensors):
+    low = [i for i, t in enumerate(tensors) if len(t) < 3]
+    if not low:
+        return None
+    src = low[len(low) - 1 - min(draw(st.integers(0, 3)), len(low) - 1)]
+    a = tensors[src]
+    targets = [(t, dims) for t in tensors if len(t) > len(a) for dims in _embeddings(a, t)]
+    if targets and draw(st.booleans()):  # the shape of a tensor already there
+        target, dims = targets[draw(st.integers(0, len(targets) - 1))]
+        sizes = [axis[0] for axis in target]
+    else:
+        rank = draw(st.integers(len(a) + 1, 3))
+        dims = tuple(sorted(draw(st.sets(st.integers(0, rank - 1), min_size=len(a), max_size=len(a)))))
+        sizes = [draw(st.sampled_from((1, *SIZES))) for _ in range(rank)]
+        for axis, d in zip(a, dims, strict=True):
+            if axis[1] != "bcast":
+                sizes[d] = axis[0]
+    shape = [(1, "bcast") if s == 1 else (s, "expanded") for s in sizes]
+    for axis, d in zip(a, dims, strict=True):
+        made = _broadcast_axis(axis, sizes[d])
+        assert made is not None
+        shape[d] = made
+    return ("broadcast", src, tuple(sizes), tuple(dims)), tuple(shape)
+
+
+def _draw_reshape(draw, tensors):
+    src = _pick(draw, tensors)
+    numel = math.prod(axis[0] for axis in tensors[src])
+    alike = [t for t in tensors if t != tensors[src] and math.prod(a[0] for a in t) == numel and t]
+    if alike and draw(st.booleans()):  # the sizes of a tensor already there
+        sizes = [axis[0] for axis in alike[draw(st.integers(0, len(alike) - 1))]]
+    else:
+        primes = [p for p in SIZES for _ in range(_multiplicity(numel, p))]
+        sizes = [1] * draw(st.integers(1, 3))
+        for p in primes:
+            sizes[draw(st.integers(0, len(sizes) - 1))] *= p
+    shape = tuple((s, "one") if s == 1 else (s, "iter") for s in sizes)
+    return ("reshape", src, tuple(sizes)), shape
+
+
+def _multiplicity(n: int, p: int) -> int:
+    count = 0
+    while n % p == 0:
+        n //= p
+        count += 1
+    return count
+
+
+KINDS = ("binary", "reduce", "broadcast", "unary", "reshape", "normalization", "binary", "broadcast")
+DRAWERS = {
+    "unary": _draw_unary,
+    "binary": _draw_binary,
+    "reduce": _draw_reduce,
+    "broadcast": _draw_broadcast,
+    "reshape": _draw_reshape,
+}
+
+
+def _draw_normalization(draw, tensors):
+    """A reduction broadcast back to its input's shape and combined with it (softmax's
+    pattern): three ops."""
+    made = _draw_reduce(draw, tensors)
+    if made is None:
+        return []
+    reduce_op, reduced = made
+    _, _, src, axes, keepdim = reduce_op
+    full = tensors[src]
+    kept = [i for i in range(len(full)) if keepdim or i not in axes]
+    sizes = tuple(axis[0] for axis in full)
+    broadcast_op = ("broadcast", len(tensors), sizes, tuple(kept))
+    tensors.append(reduced)
+    tensors.append(_model_of(broadcast_op, tensors))
+    binary_op = ("binary", draw(st.sampled_from(BINARY)), src, len(tensors) - 1)
+    return [reduce_op, broadcast_op, binary_op]
+
+
+@st.composite
+def programs(draw, max_steps: int = 10) -> Program:
+    pool = draw(st.lists(st.sampled_from(SIZES), min_size=3, max_size=3))  # sizes the inputs share
+    n_inputs = draw(st.integers(1, 3))
+    inputs = []
+    for _ in range(n_inputs):
+        rank = draw(st.integers(1, 3))
+        inputs.append(tuple(draw(st.sampled_from((1, *pool))) for _ in range(rank)))
+    tensors: list[Shape] = [input_shape_model(s) for s in inputs]
+    ops: list[tuple] = []
+    for _ in range(draw(st.integers(1, max_steps))):
+        kind = draw(st.sampled_from(KINDS))
+        if kind == "normalization":
+            made = _draw_normalization(draw, tensors)
+            ops += made
+            if made:
+                tensors.append(_model_of(made[-1], tensors))
+            continue
+        drawn = DRAWERS[kind](draw, tensors)
+        if drawn is not None:
+            ops.append(drawn[0])
+            tensors.append(drawn[1])
+    if not ops:
+        ops.append(("unary", "neg", 0))
+        tensors.append(tensors[0])
+    last = len(tensors) - 1
+    others = draw(st.sets(st.sampled_from(range(n_inputs, last + 1)), max_size=2))
+    outputs = tuple(sorted({last, *others}))
+    return Program(tuple(inputs), tuple(ops), outputs, draw(st.integers(0, 2**16)))
+
+
+def expected_shapes(program: Program) -> list[tuple[int, ...]]:
+    """The output shapes the generator's model gives (expanded axes at their size)."""
+    tensors = [input_shape_model(s) for s in program.inputs]
+    for op in program.ops:
+        tensors.append(_model_of(op, tensors))
+    return [tuple(axis[0] for axis in tensors[i]) for i in program.outputs]
+
+
+def _model_of(op: tuple, tensors: list[Shape]) -> Shape:
+    kind, *args = op
+    if kind == "unary":
+        return tensors[args[1]]
+    if kind == "binary":
+        return tuple(_combined(x, y) for x, y in zip(tensors[args[1]], tensors[args[2]], strict=True))
+    if kind == "reduce":
+        _, src, axes, keepdim = args
+        if keepdim:
+            return tuple((1, "bcast") if i in axes else a for i, a in enumerate(tensors[src]))
+        return tuple(a for i, a in enumerate(tensors[src]) if i not in axes)
+    if kind == "broadcast":
+        src, sizes, dims = args
+        shape = [(1, "bcast") if s == 1 else (s, "expanded") for s in sizes]
+        for axis, d in zip(tensors[src], dims, strict=True):
+            shape[d] = _broadcast_axis(axis, sizes[d])  # type: ignore[assignment]
+        return tuple(shape)
+    return tuple((s, "one") if s == 1 else (s, "iter") for s in args[1])
+
+
+# -- building and running -------------------------------------------------------------------
+def define_input(fd: FusionDefinition, shape: Sequence[int]):
+    return fd.define_tensor(
+        shape=[1 if s == 1 else -1 for s in shape],
+        contiguity=[None if s == 1 else True for s in shape],
+        dtype=DataType.Float,
+    )
+
+
+def build(program: Program) -> FusionDefinition:
+    with FusionDefinition() as fd:
+        tensors = [define_input(fd, shape) for shape in program.inputs]
+        for op in program.ops:
+            tensors.append(_apply(fd, op, tensors))
+        for i in program.outputs:
+            fd.add_output(tensors[i])
+    return fd
+
+
+def _apply(fd: FusionDefinition, op: tuple, tensors: list):
+    kind, *args = op
+    if kind == "unary":
+        return getattr(fd.ops, args[0])(tensors[args[1]])
+    if kind == "binary":
+        return getattr(fd.ops, args[0])(tensors[args[1]], tensors[args[2]])
+    if kind == "reduce":
+        name, src, axes, keepdim = args
+        return getattr(fd.ops, name)(tensors[src], dims=list(axes), keepdim=keepdim)
+    if kind == "broadcast":
+        src, shape, dims = args
+        return fd.ops.broadcast_in_dim(tensors[src], shape=list(shape), broadcast_dims=list(dims))
+    src, shape = args
+    return fd.ops.reshape(tensors[src], list(shape))
+
+
+def random_inputs(shapes: Sequence[Sequence[int]], seed: int) -> list[np.ndarray]:
+    """Values in +-[0.5, 1.5): never zero, never constant."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for shape in shapes:
+        magnitude = rng.uniform(0.5, 1.5, tuple(shape))
+        sign = rng.choice(np.array([-1.0, 1.0]), size=tuple(shape))
+        arrays.append((magnitude * sign).astype(np.float32))
+    return arrays
+
+
+def unsegmented(fd: FusionDefinition, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    fusion = fd.fusion
+    return evaluate_fusion(fusion, bind_args(fusion, convert_inputs(fusion, inputs)))
+
+
+# -- the properties ----------------------------------------------------------------------------
+def check_partition(runtime: FusionKernelRuntime) -> None:
+    """1: every tensor expression of the complete fusion is in exactly one group."""
+    segmented = runtime.segmented
+    count: dict[int, int] = {}
+    for group in segmented.groups:
+        assert group.exprs, f"g{group.id} is empty"
+        for expr in group.exprs:
+            assert expr.is_tensor_op(), f"g{group.id} holds {expr}, not a tensor op"
+            count[id(expr)] = count.get(id(expr), 0) + 1
+    tensor_exprs = [e for e in segmented.complete.exprs() if e.is_tensor_op()]
+    for expr in tensor_exprs:
+        assert count.get(id(expr)) == 1, f"{expr.to_string()} is in {count.get(id(expr), 0)} groups"
+    assert sum(count.values()) == len(tensor_exprs), "a group holds an expression the fusion does not"
+
+
+def check_order(runtime: FusionKernelRuntime) -> None:
+    """2 and 3: ids are run positions, edges go forward, inputs come from before."""
+    segmented = runtime.segmented
+    groups = segmented.groups
+    assert [g.id for g in groups] == list(range(len(groups)))
+    for edge in segmented.edges:
+        assert edge.producer < edge.consumer, f"edge g{edge.producer} -> g{edge.consumer} goes backwards"
+        assert any(tv is edge.val for tv in groups[edge.producer].outputs)
+        assert any(tv is edge.val for tv in groups[edge.consumer].inputs)
+    available = {id(tv) for tv in segmented.complete.inputs}
+    for group in groups:
+        for tv in group.inputs:
+            assert id(tv) in available, f"g{group.id} reads T{tv.name} before any group makes it"
+        available |= {id(tv) for tv in group.outputs}
+    for out in segmented.complete.outputs:
+        assert id(out) in available, f"output T{out.name} is made by no group"
+
+
+def check_loop_domains(runtime: FusionKernelRuntime, inputs: Sequence[np.ndarray]) -> None:
+    """5: every scheduled group's loops trace to its data, cover it, and inline legally."""
+    complete = runtime.segmented.complete
+    leaves = leaf_values(complete, bind_args(complete, convert_inputs(complete, inputs)))
+    for group in runtime.segmented.groups:
+        assert group.fusion is not None, f"g{group.id} was not scheduled"
+        ev = bind_leaves(group.fusion, leaves)
+
+        def extent(dim: IterDomain, ev=ev) -> int:
+            if dim.is_broadcast and dim.expanded_extent is None:
+                return 1
+            return int(ev.evaluate(dim.maybe_expanded_extent))
+
+        problems = loop_domain_problems(group.fusion, extent)
+        assert problems == [], f"g{group.id} {group.scheduler.value}: {problems}"
+
+
+def check_schedulers(runtime: FusionKernelRuntime, inputs: Sequence[np.ndarray]) -> None:
+    """6: each group's scheduler is the one the registry proposes for it, it accepts the
+    group again with the same parameters, and the printers mark every group."""
+    segmented = runtime.segmented
+    complete = segmented.complete
+    info = RuntimeInfo(
+        bind_args(complete, convert_inputs(complete, inputs)), runtime.compiled.device, runtime.signature.index_type
+    )
+    assert segmented.id_map is not None
+    for group in segmented.groups:
+        assert isinstance(group.scheduler, SchedulerType)
+        view = GroupView(group.exprs, group.inputs, group.outputs, segmented.id_map)
+        scheduler = BY_TYPE[group.scheduler]
+        assert scheduler.compile_time_check(view) is None, f"g{group.id}"
+        assert scheduler.run_time_check(view, info) is None, f"g{group.id}"
+        assert scheduler.heuristics(view, info) == group.params, f"g{group.id}"
+        proposed, _ = propose(view, info)
+        assert proposed is not None and proposed.type == group.scheduler, f"g{group.id}"
+    assert segmented.refusal(info) is None
+    presched = print_presched(segmented)
+    details = print_segmented_fusion(segmented)
+    assert details.endswith("} //Segmented_Fusion\n")
+    for group in segmented.groups:
+        assert f"// g{group.id} {group.scheduler.value}" in presched
+        assert f"  g{group.id} {group.scheduler.value}: " in presched  # the legend
+        assert f"group id: {group.id}\n" in details
+    assert f"Segments: {len(segmented.groups)} kernel" in presched
+    log = print_segmenter_log(segmented)
+    assert log.startswith("Segmenter log:")
+    if not segmented.is_segmented:
+        assert not segmented.edges
+
+
+def check_values(fd: FusionDefinition, inputs: Sequence[np.ndarray], shapes: Sequence[tuple[int, ...]]) -> None:
+    """4: kernel by kernel equals the unsegmented reference, at the shapes the model gives."""
+    got = fd.execute(list(inputs))
+    want = unsegmented(fd, inputs)
+    assert len(got) == len(want) == len(shapes)
+    for i, (actual, expected, shape) in enumerate(zip(got, want, shapes, strict=True)):
+        assert np.shape(actual) == shape, f"output {i}"
+        assert np.shape(expected) == shape, f"output {i}"
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6, err_msg=f"output {i}")
+
+
+def check_all(program: Program) -> FusionKernelRuntime:
+    fd = build(program)
+    inputs = random_inputs(program.inputs, program.seed)
+    runtime = fd.runtime_for(inputs)
+    check_partition(runtime)
+    check_order(runtime)
+    check_loop_domains(runtime, inputs)
+    check_schedulers(runtime, inputs)
+    check_values(fd, inputs, expected_shapes(program))
+    return runtime
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(program=programs())
+def test_random_fusions_segment_and_schedule_consistently(program: Program) -> None:
+    check_all(program)
