@@ -1,17 +1,25 @@
 """Allocation order: requirements and hints (nvFuser #2425).
 
 A user's `add_output(..., stride_order=...)` is a requirement: it becomes the output's
-allocation domain with hint=False, which no scheduler may change. For every other
-output and intermediate, inference may propose a hint: the memory order of the
-highest-rank input whose axes map onto *every* iterating axis of the tensor (an
-element-wise result of a column-major input is best written column-major). When the
-input maps only some axes, nothing is proposed: nvFuser's first rule kept the mapped
-axes in the input's order and pushed the others outside, which permuted linear's
-output against what its caller expects. Inputs are never changed: their data arrives
-laid out as they say.
+allocation domain with hint=False, which no scheduler may change, row-major ones
+included (so that "row-major because the user said so" is told apart from "row-major
+because nobody said anything"). A reduction output keeps its reduction axes, outermost
+last: an allocation domain is a permutation of the logical one.
+
+Every other output and intermediate may get a hint, which a scheduler may drop. The
+reference is the fusion input of the highest rank among those whose axes map onto the
+tensor's. When it maps *every* iterating axis of the tensor, the tensor is proposed in
+the reference's memory order (an element-wise result of a column-major input is best
+written column-major; a permuted copy of an input is best written as a plain copy),
+unless that order is the logical one anyway. When the reference maps only some axes,
+nothing is proposed: nvFuser's first rule kept the mapped axes in the reference's order
+and pushed the others outside, which permuted linear's output against what its caller
+expects. Fusion inputs are never changed: their data arrives laid out as they say.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from fuser_core.ir.base import Expr
 from fuser_core.ir.domain_map import root_pairs
@@ -20,86 +28,123 @@ from fuser_core.ir.iter_domain import IterDomain, Resize
 from fuser_core.ir.layout import allocation_positions
 from fuser_core.ir.tensor_view import TensorView, filled_contiguity
 
-# For one IterDomain: input tensor name -> (that input's rank, the axis's position in
-# the input's memory order, outermost first).
-Sources = dict[int, tuple[int, int]]
+
+@dataclass(frozen=True)
+class Source:
+    """Where an axis comes from: the best-ranked input it maps to and the axis's
+    position in that input's memory order (0 = outermost)."""
+
+    key: tuple[int, int]  # (-rank, index among the fusion inputs): smaller is better
+    position: int
 
 
 def require_output_stride_orders(fusion: Fusion) -> bool:
+    """Each user stride_order becomes its output's required allocation domain."""
+    inputs = {id(v) for v in fusion.inputs}
     changed = False
     for tv, order in fusion.output_stride_order.items():
-        if any(d.is_reduction for d in tv.logical):
-            continue  # the layout of a reduction output is set when it is cached (cache_before)
-        dims = tv.logical_no_reductions()
-        alloc = [dims[0]] * len(dims)
-        for axis, position in enumerate(allocation_positions(order, len(dims))):
-            alloc[position] = dims[axis]
-        tv.domain.set_allocation(alloc, filled_contiguity(alloc, True), hint=False)
-        changed = True
+        if id(tv) not in inputs:  # an input's layout is the data's: never rewritten
+            changed |= _set_allocation(tv, _required_order(tv, order), hint=False)
     return changed
+
+
+def _required_order(tv: TensorView, stride_order: list[int]) -> list[IterDomain]:
+    dims = tv.logical_no_reductions()
+    alloc = list(dims)
+    for axis, position in enumerate(allocation_positions(stride_order, len(dims))):
+        alloc[position] = dims[axis]
+    return alloc + [d for d in tv.logical if d.is_reduction]
 
 
 def infer_allocation_hints(fusion: Fusion) -> bool:
-    sources = _input_sources(fusion)
-    inputs = {id(v) for v in fusion.inputs}
-    required = {id(tv) for tv in fusion.output_stride_order}
+    """Propose a hint for every tensor without a requirement (see the module doc)."""
+    sources = input_sources(fusion)
+    skip = {id(v) for v in fusion.inputs} | {id(tv) for tv in fusion.output_stride_order}
     changed = False
     for tv in fusion.used_tensors():
-        if id(tv) in inputs or id(tv) in required:
-            continue
-        order = _proposed_order(tv, sources)
+        order = None if id(tv) in skip else proposed_order(tv, sources)
         if order is not None:
-            alloc = order + [d for d in tv.logical if d.is_reduction]
-            tv.domain.set_allocation(alloc, filled_contiguity(alloc, True), hint=True)
-            changed = True
+            changed |= _set_allocation(tv, order, hint=True)
     return changed
 
 
-def _input_sources(fusion: Fusion) -> dict[int, Sources]:
-    """One forward pass: which input axes each IterDomain comes from, one to one."""
-    found: dict[int, Sources] = {}
-    for tv in fusion.inputs:
+def _set_allocation(tv: TensorView, alloc: list[IterDomain], *, hint: bool) -> bool:
+    domain = tv.domain
+    if domain.allocation == alloc and domain.allocation_is_hint == hint:
+        return False
+    domain.set_allocation(alloc, filled_contiguity(alloc, True), hint=hint)
+    return True
+
+
+def input_sources(fusion: Fusion) -> dict[int, Source]:
+    """One forward pass in topological order: for each IterDomain (by id), the best
+    input axis it maps to. Keeping only the best is enough: the best input of a tensor
+    is the best over its axes, and it maps an axis exactly when it is that axis's best
+    (inputs are totally ordered), so the work is constant per axis of every op."""
+    found: dict[int, Source] = {}
+    for index, tv in enumerate(fusion.inputs):
         if isinstance(tv, TensorView):
-            memory = [d for d in tv.domain.maybe_allocation if not d.is_reduction]
-            for position, dim in enumerate(memory):
-                found[id(dim)] = {tv.name: (len(memory), position)}
+            _seed(tv, index, found)
     for expr in fusion.exprs():
         _forward(expr, found)
     return found
 
 
-def _forward(expr: Expr, found: dict[int, Sources]) -> None:
+def _seed(tv: TensorView, index: int, found: dict[int, Source]) -> None:
+    memory = [d for d in tv.domain.maybe_allocation if not d.is_reduction]
+    iterating = [d for d in memory if not d.is_broadcast]
+    for position, dim in enumerate(memory):
+        if not dim.is_broadcast:  # a broadcast axis says nothing of the layout
+            found[id(dim)] = Source((-len(iterating), index), position)
+
+
+def _forward(expr: Expr, found: dict[int, Source]) -> None:
     for consumer in expr.outputs:
         if not isinstance(consumer, TensorView):
             continue
         for producer in expr.inputs:
             if isinstance(producer, TensorView):
                 for p, c in root_pairs(expr, producer, consumer):
-                    if id(p) in found and not c.is_broadcast:
-                        found.setdefault(id(c), {}).update(found[id(p)])
+                    _offer(found, c, found.get(id(p)))
         for dim in consumer.logical:
-            # A resized axis keeps its place in memory; a reshaped one has none of its own.
-            if isinstance(dim.definition, Resize) and id(dim.definition.inputs[0]) in found:
-                found[id(dim)] = found[id(dim.definition.inputs[0])]
+            # A resized axis keeps its place in memory; a reshaped one has none of its
+            # own (its Split/Merge ends the mapping).
+            if isinstance(dim.definition, Resize):
+                _offer(found, dim, found.get(id(dim.definition.inputs[0])))
 
 
-def _proposed_order(tv: TensorView, sources: dict[int, Sources]) -> list[IterDomain] | None:
+def _offer(found: dict[int, Source], dim: IterDomain, source: Source | None) -> None:
+    if source is None or dim.is_broadcast:
+        return
+    current = found.get(id(dim))
+    if current is None or source.key < current.key:
+        found[id(dim)] = source
+
+
+def proposed_order(tv: TensorView, sources: dict[int, Source]) -> list[IterDomain] | None:
+    """The tensor's logical axes in its reference input's memory order (reduction axes
+    last), or None: no reference, one that misses an axis, or logical order anyway."""
     dims = tv.logical_no_reductions()
     iterating = [d for d in dims if not d.is_broadcast]
-    if not iterating:
-        return None
-    candidates = set.intersection(*(set(sources.get(id(d), {})) for d in iterating))
-    if not candidates:
-        return None  # no input maps every axis: propose nothing (#2425)
-    reference = max(candidates, key=lambda name: (sources[id(iterating[0])][name][0], -name))
-    order = sorted(dims, key=lambda d: _position(d, dims, sources, reference))
-    return order if order != dims else None
+    found = [sources.get(id(d)) for d in iterating]
+    if not iterating or any(s is None for s in found):
+        return None  # an axis no input maps: the best input cannot map every axis
+    reference = min(s.key for s in found if s is not None)
+    if any(s is None or s.key != reference for s in found):
+        return None  # the reference misses an axis: propose nothing (#2425)
+    order = sorted(dims, key=_position_keys(dims, sources).__getitem__)
+    return None if order == dims else order + [d for d in tv.logical if d.is_reduction]
 
 
-def _position(dim: IterDomain, dims: list[IterDomain], sources: dict[int, Sources], reference: int) -> float:
-    """Where the reference input keeps this axis; a broadcast axis stays next to the
-    axis before it."""
-    if id(dim) in sources and reference in sources[id(dim)]:
-        return float(sources[id(dim)][reference][1])
-    before = dims[: dims.index(dim)]
-    return _position(before[-1], dims, sources, reference) + 0.5 if before else -1.0
+def _position_keys(dims: list[IterDomain], sources: dict[int, Source]) -> dict[IterDomain, tuple[int, int]]:
+    """Sort keys: an iterating axis at its reference position, a broadcast axis right
+    after the axis before it (outermost when it comes first)."""
+    keys: dict[IterDomain, tuple[int, int]] = {}
+    last, offset = -1, 0
+    for dim in dims:
+        source = sources.get(id(dim))
+        if source is not None and not dim.is_broadcast:
+            last, offset = source.position, 0
+        offset += 1
+        keys[dim] = (last, offset if source is None or dim.is_broadcast else 0)
+    return keys

@@ -3,7 +3,6 @@ reduction signatures, persistence, and whether propagation reaches every tensor.
 
 from __future__ import annotations
 
-from fuser_core.ir.base import Expr
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler.base import RejectCategory, Rejection, SchedulerType, reject
 from fuser_core.scheduler.group_view import GroupView
@@ -60,6 +59,10 @@ def broadcast_rejection(kind: SchedulerType, group: GroupView) -> Rejection | No
 
 
 def propagation_rejection(kind: SchedulerType, group: GroupView, reference: TensorView) -> Rejection | None:
+    return group.memo(f"propagation T{reference.name}", lambda: _propagation_rejection(kind, group, reference))
+
+
+def _propagation_rejection(kind: SchedulerType, group: GroupView, reference: TensorView) -> Rejection | None:
     members = {id(e) for e in group.exprs}
     try:
         propagation_steps(reference, lambda e: id(e) in members)
@@ -86,16 +89,21 @@ def reduction_signature_rejection(kind: SchedulerType, group: GroupView) -> Reje
 
 def downstream_of_reductions(group: GroupView) -> list[TensorView]:
     """Tensors of the group computed from a reduction's result."""
+    return group.memo("downstream", lambda: _downstream(group))
+
+
+def _downstream(group: GroupView) -> list[TensorView]:
+    reductions = {id(e) for e in group.reductions}
     tainted: set[int] = set()
     found: list[TensorView] = []
     for expr in group.exprs:
-        from_reduction = any(id(v) in tainted for v in expr.inputs) or expr in group.reductions
-        if not from_reduction:
+        is_reduction = id(expr) in reductions
+        if not is_reduction and not any(id(v) in tainted for v in expr.inputs):
             continue
         for out in expr.outputs:
             if isinstance(out, TensorView):
                 tainted.add(id(out))
-                if expr not in group.reductions:
+                if not is_reduction:
                     found.append(out)
     return found
 
@@ -109,41 +117,42 @@ def needs_persistence(group: GroupView) -> bool:
 def persistent_buffers(group: GroupView) -> list[TensorView]:
     """Tensors read both by a reduction path and, after the reduction, again: they must
     stay in registers or shared memory across it."""
+    return group.memo("buffers", lambda: _buffers(group))
+
+
+def _buffers(group: GroupView) -> list[TensorView]:
     after = {id(tv) for tv in downstream_of_reductions(group)}
+    members = {id(e) for e in group.exprs}
     reductions = {id(e) for e in group.reductions}
+    feeding = _exprs_feeding_reductions(group, members, reductions)
     buffers = []
     for tv in group.tensors:
-        if id(tv) in after or any(tv.definition is e for e in group.reductions):
+        if id(tv) in after or (tv.definition is not None and id(tv.definition) in reductions):
             continue  # a reduction's result is one value per row, not a row to keep
-        uses = [u for u in tv.uses if any(u is e for e in group.exprs)]
-        if any(id(u) in reductions or _feeds_reduction(u, group) for u in uses) and any(
-            any(id(o) in after for o in u.outputs) for u in uses
-        ):
+        uses = [u for u in tv.uses if id(u) in members]
+        if any(id(u) in feeding for u in uses) and any(id(o) in after for u in uses for o in u.outputs):
             buffers.append(tv)
     return buffers
 
 
-def _feeds_reduction(expr: Expr, group: GroupView) -> bool:
-    """Whether `expr`'s output reaches a reduction of the group before any reduction."""
-    stack = [expr]
-    seen: set[int] = set()
-    members = {id(e) for e in group.exprs}
-    reductions = {id(e) for e in group.reductions}
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if id(e) in reductions:
-            return True
-        for out in e.outputs:
-            stack.extend(u for u in out.uses if id(u) in members)
-    return False
+def _exprs_feeding_reductions(group: GroupView, members: set[int], reductions: set[int]) -> set[int]:
+    """Expressions of the group whose result reaches a reduction (one backward pass)."""
+    feeding: set[int] = set()
+    for expr in reversed(group.exprs):
+        if id(expr) in reductions or any(
+            id(use) in feeding for out in expr.outputs for use in out.uses if id(use) in members
+        ):
+            feeding.add(id(expr))
+    return feeding
 
 
 def is_inner_reduction(group: GroupView, reduction: TensorView) -> bool:
-    """Whether the reduced axes are the innermost of the reduction's input in memory."""
-    source: TensorView = reduction.definition.inputs[0]  # type: ignore[union-attr, assignment]
+    """Whether the reduced axes are the innermost in memory: of the largest group input
+    that holds them (its layout is how the data really lies; an inferred hint on an
+    intermediate is not, and a scheduler may drop it), else of the reduction's input."""
     reduced = reduction_sets(group.id_map, reduction)
-    alloc = [d for d in source.domain.maybe_allocation if not d.is_broadcast and not d.is_reduction]
+    holders = [tv for tv in group.inputs if concrete_sets(group.id_map, tv) & reduced]
+    source: TensorView = max(holders, key=lambda tv: tv.ndim) if holders else reduction.definition.inputs[0]  # type: ignore[union-attr, assignment]
+    layout = source.domain.maybe_allocation if holders else source.logical
+    alloc = [d for d in layout if not d.is_broadcast and not d.is_reduction]
     return bool(alloc) and group.id_map.exact(alloc[-1]) in reduced

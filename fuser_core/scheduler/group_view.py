@@ -7,7 +7,7 @@ about many candidate merges cheaply; only an accepted group is copied and schedu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -64,6 +64,16 @@ class GroupView:
     def references(self) -> dict[tuple[int, ...], TensorView | None]:
         """Memo of the reference tensor found among each candidate list (checks.covering_output)."""
         return {}
+
+    @cached_property
+    def _memo(self) -> dict[str, Any]:
+        return {}
+
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """A derived fact about this group, computed once however many checks ask."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     @cached_property
     def reductions(self) -> list[Expr]:

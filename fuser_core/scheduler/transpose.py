@@ -20,7 +20,7 @@ from fuser_core.scheduler import common
 from fuser_core.scheduler.base import HeuristicParams, Rejection, ScheduleRecord, SchedulerType, reject
 from fuser_core.scheduler.checks import broadcast_rejection, covering_output, expr_eval_rejection
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
-from fuser_core.scheduler.id_map import IdMap
+from fuser_core.scheduler.id_map import IdMap, concrete_sets
 
 TILE = 32
 THREADS = 128
@@ -106,7 +106,8 @@ def _staged(group: GroupView, reference: TensorView) -> list[TensorView]:
         if inner is None:
             continue
         key = group.id_map.exact(inner)
-        if key != group.id_map.exact(ref_inner) and key in ref_sets:
+        holds_both = group.id_map.exact(ref_inner) in concrete_sets(group.id_map, tv)
+        if key != group.id_map.exact(ref_inner) and key in ref_sets and holds_both:
             found.append(tv)
     return found
 

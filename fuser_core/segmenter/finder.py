@@ -172,6 +172,7 @@ class SegmentCandidateFinder:
 
     def _merge_rounds(self) -> None:
         while True:
+            self._absorb_sources()
             ordered = self._levels()
             for group in ordered:
                 self._verdict(group)
@@ -181,6 +182,23 @@ class SegmentCandidateFinder:
             for a, b in pairs:
                 self._merge(a, b)
             self._connect()
+
+    def _absorb_sources(self) -> None:
+        """A group with no producers (ops on fusion inputs only, such as a weight's
+        broadcast) joins a consumer whenever a scheduler accepts: no path can lead back
+        into it, so this closes no cycle, unless another of its consumers reaches this
+        one. nvFuser gets the same effect by forwarding such ops out of segmentation.
+        Without it a large group would take in one such neighbour per round."""
+        for key in list(self.groups):
+            group = self.groups.get(key)
+            if group is None or group.producers:
+                continue
+            for consumer_key in sorted(group.consumers, key=self._first_expr):
+                consumer = self.groups[consumer_key]
+                if not self._other_path(group, consumer) and self._attempt(group, consumer, "merge"):
+                    self._merge(group, consumer)
+                    self._connect()
+                    break
 
     def _pick_pairs(self, ordered: list[_Group]) -> list[tuple[_Group, _Group]]:
         partner: dict[int, _Group] = {}
