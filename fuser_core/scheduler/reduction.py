@@ -209,14 +209,7 @@ def _inner_loops(tv: TensorView, params: ReductionParams, has_iteration: bool) -
     r = 1 if has_iteration else 0
     tv.split(r, params.vectorize)
     tv.split(r, params.threads_reduction)  # [.., R/(V*T), T, V]
-    kinds = [ParallelType.TIDx, ParallelType.Vectorize]
-    if params.grid_reduction > 1:
-        tv.split(r, params.grid_reduction, inner_split=False)
-        kinds = [ParallelType.BIDy, ParallelType.Serial, *kinds]
-    else:
-        kinds = [ParallelType.Serial, *kinds]
-    for offset, kind in enumerate(kinds):
-        tv.parallelize(r + offset, kind)
+    _parallelize_reduction(tv, r, [ParallelType.Serial, ParallelType.TIDx, ParallelType.Vectorize], params)
     if not has_iteration:
         return 0
     tv.split(0, params.threads_iteration)
@@ -231,12 +224,7 @@ def _outer_loops(tv: TensorView, params: ReductionParams, has_iteration: bool) -
         tv.split(0, params.threads_iteration)
     r = 3 if has_iteration else 0
     tv.split(r, params.threads_reduction)  # R -> [R/TY, TY]
-    kinds = [ParallelType.Serial, ParallelType.TIDy]
-    if params.grid_reduction > 1:
-        tv.split(r, params.grid_reduction, inner_split=False)
-        kinds = [ParallelType.BIDy, *kinds]
-    for offset, kind in enumerate(kinds):
-        tv.parallelize(r + offset, kind)
+    _parallelize_reduction(tv, r, [ParallelType.Serial, ParallelType.TIDy], params)
     if not has_iteration:
         return 0
     tv.parallelize(0, ParallelType.BIDx)
@@ -245,6 +233,16 @@ def _outer_loops(tv: TensorView, params: ReductionParams, has_iteration: bool) -
     n_red = len(tv.loop) - 3
     tv.reorder({1: 1 + n_red, 2: 2 + n_red, **{3 + k: 1 + k for k in range(n_red)}})
     return 1
+
+
+def _parallelize_reduction(tv: TensorView, r: int, kinds: list[ParallelType], params: ReductionParams) -> None:
+    """Bind the reduction's loop axes from `r` on; with a grid reduction, an outer split
+    of blockIdx.y blocks comes first."""
+    if params.grid_reduction > 1:
+        tv.split(r, params.grid_reduction, inner_split=False)
+        kinds = [ParallelType.BIDy, *kinds]
+    for offset, kind in enumerate(kinds):
+        tv.parallelize(r + offset, kind)
 
 
 def _rfactor_siblings(fusion: Fusion, partial: TensorView, reference: TensorView) -> None:
