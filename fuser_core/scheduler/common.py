@@ -75,7 +75,7 @@ def propagate_from(
 ) -> None:
     steps = propagation_steps(reference, lambda e: True, scheduled)
     propagate(reference, steps)
-    tensors = fusion.used_tensors()
+    tensors = scheduled_tensors(fusion)
     parallelize_like_reference(tensors, vectorized)
     inputs = {tv.name for tv in fusion.inputs if isinstance(tv, TensorView)}
     for tv in tensors:
@@ -86,7 +86,18 @@ def propagate_from(
 
 def inline(fusion: Fusion, limits: dict[int, int]) -> None:
     inputs = {tv.name for tv in fusion.inputs if isinstance(tv, TensorView)}
-    inline_most(fusion.used_tensors(), limits, inputs)
+    inline_most(scheduled_tensors(fusion), limits, inputs)
+
+
+def scheduled_tensors(fusion: Fusion) -> list[TensorView]:
+    """The tensors a kernel computes: those reaching an output, and their siblings (a
+    Welford's count that nothing reads is still written by the op)."""
+    found = {id(tv): tv for tv in fusion.used_tensors()}
+    for expr in fusion.exprs():
+        for out in expr.outputs:
+            if isinstance(out, TensorView):
+                found.setdefault(id(out), out)
+    return list(found.values())
 
 
 def position_of(tv: TensorView, kind: ParallelType) -> int | None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import IterDomain, Merge, Resize, Split
 from fuser_core.ir.tensor_view import TensorView, transforms_between
+from fuser_core.scheduler.common import scheduled_tensors
 from fuser_core.scheduler.propagation import matched_positions
 
 Extent = Callable[[IterDomain], int]
@@ -24,7 +25,7 @@ Extent = Callable[[IterDomain], int]
 
 def loop_domain_problems(fusion: Fusion, extent: Extent | None = None) -> list[str]:
     problems: list[str] = []
-    for tv in fusion.used_tensors():
+    for tv in scheduled_tensors(fusion):
         problems += _traces_to_logical(tv)
         if extent is not None:
             problems += _covers(tv, extent)

@@ -159,13 +159,13 @@ def origin(dim: IterDomain) -> IterDomain:
 
 def parallelize_like_reference(tensors: Sequence[TensorView], vectorized: set[int]) -> None:
     """Every loop ID takes its reference ID's parallel type; Vectorize only on the
-    tensors in `vectorized` (the cached global loads and stores), serial elsewhere."""
+    tensors in `vectorized` (the cached global loads and stores), serial elsewhere, the
+    reference included: its vector axis says how wide the accesses are, not that its
+    own math is a vector access."""
+    kinds = {id(dim): origin(dim).parallel_type for tv in tensors for dim in tv.loop}
     for tv in tensors:
         for dim in tv.loop:
-            source = origin(dim)
-            if source is dim:
-                continue
-            kind = source.parallel_type
+            kind = kinds[id(dim)]
             if kind == ParallelType.Vectorize and tv.name not in vectorized:
                 kind = ParallelType.Serial
             dim.parallel_type = kind
