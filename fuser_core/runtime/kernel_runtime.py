@@ -95,9 +95,6 @@ class FusionKernelRuntime:
     def segmented(self) -> SegmentedFusion:
         return self.compiled.segmented
 
-    def kernel_names(self) -> list[str]:
-        return [f"nvfuser_{g.scheduler.value}_{self.name}_g{g.id}" for g in self.segmented.groups]
-
     def accepts(self, signature: InputSignature) -> bool:
         return signature == self.signature
 

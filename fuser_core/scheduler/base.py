@@ -53,7 +53,7 @@ class Rejection:
     scheduler: SchedulerType
     reason: str
     category: RejectCategory
-    at_run_time: bool = False
+    at_run_time: bool = False  # rejected for these sizes, not for the kind of group
 
     def line(self) -> str:
         return f"Scheduler _{self.scheduler.value}_ ***rejected*** because : {self.reason}"

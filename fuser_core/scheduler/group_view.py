@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from fuser_core.ir.base import Expr, Val
+from fuser_core.ir.base import Expr
 from fuser_core.ir.evaluator import ExpressionEvaluator
 from fuser_core.ir.iter_domain import IterDomain
 from fuser_core.ir.tensor_exprs import MatmulOp, ReductionOp, WelfordOp
@@ -86,9 +86,6 @@ class GroupView:
     def reduction_tvs(self) -> list[TensorView]:
         return [e.outputs[0] for e in self.reductions]  # type: ignore[misc]
 
-    def produced_by_group(self, val: Val) -> bool:
-        return val.definition is not None and any(val.definition is e for e in self.exprs)
-
 
 def _leaves_group(tv: TensorView, members: set[int], fusion_outputs: set[int]) -> bool:
     return id(tv) in fusion_outputs or any(id(use) not in members for use in tv.uses)
@@ -120,6 +117,3 @@ class RuntimeInfo:
                 continue
             total *= self.extent(dim)
         return total
-
-    def value(self, val: Val) -> Any:
-        return self.evaluator.evaluate(val)

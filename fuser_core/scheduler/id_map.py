@@ -98,9 +98,6 @@ class IdMap:
             self._squeezed_sets = {self.exact(d) for d in self._squeezed}
         return self._squeezed_sets
 
-    def same(self, a: IterDomain, b: IterDomain) -> bool:
-        return self.exact(a) == self.exact(b)
-
     def made_from(self, key: int) -> list[int]:
         """Exact sets that any axis of set `key` was reshaped or resized from: a cat's
         output axis is made, through its inputs' pads, from what they padded."""

@@ -3,6 +3,8 @@ group takes it. A list, not an if/elif chain: adding a scheduler is one line."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fuser_core.scheduler.base import Rejection, Scheduler, SchedulerType
 from fuser_core.scheduler.expr_eval import ExprEvalScheduler
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
@@ -32,6 +34,7 @@ def propose(group: GroupView, info: RuntimeInfo | None) -> tuple[Scheduler | Non
         rejection = scheduler.compile_time_check(group)
         if rejection is None and info is not None:
             rejection = scheduler.run_time_check(group, info)
+            rejection = replace(rejection, at_run_time=True) if rejection is not None else None
         if rejection is None:
             return scheduler, rejections
         rejections.append(rejection)
