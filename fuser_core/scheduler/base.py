@@ -103,6 +103,7 @@ class ScheduleRecord:
 
 class Scheduler(Protocol):
     type: SchedulerType
+    drops_output_hints: bool  # writes its outputs in logical order, whatever was inferred
 
     def compile_time_check(self, group: GroupView) -> Rejection | None: ...
 

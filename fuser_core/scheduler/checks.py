@@ -153,6 +153,7 @@ def is_inner_reduction(group: GroupView, reduction: TensorView) -> bool:
     reduced = reduction_sets(group.id_map, reduction)
     holders = [tv for tv in group.inputs if concrete_sets(group.id_map, tv) & reduced]
     source: TensorView = max(holders, key=lambda tv: tv.ndim) if holders else reduction.definition.inputs[0]  # type: ignore[union-attr, assignment]
-    layout = source.domain.maybe_allocation if holders else source.logical
+    required = holders and not source.domain.allocation_is_hint  # a hint is dropped by some kernels
+    layout = source.domain.maybe_allocation if required else source.logical
     alloc = [d for d in layout if not d.is_broadcast and not d.is_reduction]
     return bool(alloc) and group.id_map.exact(alloc[-1]) in reduced

@@ -139,11 +139,11 @@ def unroll_factor(elements: int, per_block: int, sm_count: int) -> int:
     return 1
 
 
-def hint_drops(fusion: Fusion, scheduler: str) -> list[HintDrop]:
-    """Outputs whose inferred allocation domain a scheduler does not follow."""
+def drop_output_hints(outputs: Sequence[TensorView], scheduler: str) -> list[HintDrop]:
+    """Drop the inferred allocation domains of what a kernel writes in logical order."""
     drops = []
-    for tv in fusion.outputs:
-        if isinstance(tv, TensorView) and tv.domain.allocation_is_hint:
+    for tv in outputs:
+        if tv.domain.allocation_is_hint:
             tv.domain.drop_allocation_hint()
             drops.append(HintDrop(f"T{tv.name}", f"the {scheduler} scheduler writes outputs in logical order"))
     return drops

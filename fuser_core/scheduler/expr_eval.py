@@ -10,6 +10,7 @@ from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 
 class ExprEvalScheduler:
     type = SchedulerType.expr_eval
+    drops_output_hints = False
 
     def compile_time_check(self, group: GroupView) -> Rejection | None:
         if not group.expr_eval_ops:

@@ -9,6 +9,7 @@ from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 
 class NoOpScheduler:
     type = SchedulerType.no_op
+    drops_output_hints = False
 
     def compile_time_check(self, group: GroupView) -> Rejection | None:
         if group.expr_eval_ops:

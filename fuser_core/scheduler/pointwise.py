@@ -50,6 +50,7 @@ class PointwiseParams(HeuristicParams):
 
 class PointwiseScheduler:
     type = SchedulerType.pointwise
+    drops_output_hints = False
 
     def compile_time_check(self, group: GroupView) -> Rejection | None:
         rejection = expr_eval_rejection(self.type, group)

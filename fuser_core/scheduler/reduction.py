@@ -65,6 +65,7 @@ class ReductionScheduler:
     type = SchedulerType.reduction
     persistent = False
     inner: bool | None = None  # None: either
+    drops_output_hints = True  # it writes outputs in logical order
 
     def compile_time_check(self, group: GroupView) -> Rejection | None:
         rejection = expr_eval_rejection(self.type, group)
@@ -152,7 +153,6 @@ class ReductionScheduler:
 
     def schedule(self, fusion: Fusion, params: HeuristicParams) -> ScheduleRecord:
         assert isinstance(params, ReductionParams)
-        drops = common.hint_drops(fusion, self.type.value)
         caches = common.cache_io(fusion)
         reference = _reduction_tensor(common.tensor_named(fusion, params.reference))
         iteration_positions = _schedule_reference(reference, params)
@@ -164,7 +164,7 @@ class ReductionScheduler:
         vectorized = {tv.name for tv in caches.inputs}
         common.finish(fusion, partial, vectorized=vectorized, limits=limits, scheduled=scheduled)
         _rfactor_siblings(fusion, partial, reference)
-        return ScheduleRecord(reference=f"T{partial.name}", dropped_hints=drops or None)
+        return ScheduleRecord(reference=f"T{partial.name}")
 
 
 class InnerPersistentScheduler(ReductionScheduler):

@@ -37,6 +37,7 @@ class TransposeParams(HeuristicParams):
 
 class TransposeScheduler:
     type = SchedulerType.transpose
+    drops_output_hints = False
 
     def compile_time_check(self, group: GroupView) -> Rejection | None:
         rejection = expr_eval_rejection(self.type, group)

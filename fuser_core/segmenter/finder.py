@@ -23,6 +23,7 @@ from fuser_core.ir.base import Expr
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.tensor_exprs import LoadStoreOp
 from fuser_core.scheduler.base import RejectCategory, Rejection, Scheduler, SchedulerType, main_category, reject
+from fuser_core.scheduler.common import drop_output_hints
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 from fuser_core.scheduler.id_map import IdMap
 from fuser_core.scheduler.registry import propose
@@ -272,16 +273,25 @@ class SegmentCandidateFinder:
         if len(groups) > 1:
             self._connect()
             groups = self._levels()
-        result: list[SegmentedGroup] = []
-        for position, group in enumerate(groups):
+        chosen = []
+        for group in groups:
             scheduler, _ = self._verdict(group)
             if scheduler is None:
                 raise _unschedulable(group)
             view = GroupView.of(group.exprs, self.id_map, self.fusion_outputs)
+            # Before any heuristics: a kernel that will not follow the inferred layout of
+            # what it writes drops it now, so no kernel sizes itself for a layout that
+            # then changes (a consumer reads it, and a cache hit must choose the same).
+            drops = drop_output_hints(view.outputs, scheduler.type.value) if scheduler.drops_output_hints else []
+            chosen.append((group, scheduler, view, drops))
+        result: list[SegmentedGroup] = []
+        for position, (group, scheduler, view, drops) in enumerate(chosen):
             params = scheduler.heuristics(view, self.info)
-            result.append(
-                SegmentedGroup(position, group.exprs, view.inputs, view.outputs, scheduler.type, params, group.merged)
+            segmented_group = SegmentedGroup(
+                position, group.exprs, view.inputs, view.outputs, scheduler.type, params, group.merged
             )
+            segmented_group.dropped_hints = drops
+            result.append(segmented_group)
         segmented = SegmentedFusion(self.fusion, result, _edges(result), self.attempts, whole, id_map=self.id_map)
         segmented.reasons = self._explain(groups, result)
         return segmented

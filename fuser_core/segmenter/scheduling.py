@@ -24,7 +24,4 @@ def schedule_group(segmented: SegmentedFusion, group: SegmentedGroup) -> None:
     with fusion.guard():
         group.record = BY_TYPE[group.scheduler].schedule(fusion, group.params)
     group.fusion = fusion
-    dropped = {d.tensor for d in group.record.dropped_hints or ()}
-    for tv in group.outputs:  # what the kernel writes is what the fusion returns
-        if f"T{tv.name}" in dropped:
-            tv.domain.drop_allocation_hint()
+    group.record.dropped_hints = group.dropped_hints or None

@@ -8,7 +8,14 @@ from dataclasses import dataclass, field, fields
 from fuser_core.ir.base import Expr
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.tensor_view import TensorView
-from fuser_core.scheduler.base import HeuristicParams, RejectCategory, Rejection, ScheduleRecord, SchedulerType
+from fuser_core.scheduler.base import (
+    HeuristicParams,
+    HintDrop,
+    RejectCategory,
+    Rejection,
+    ScheduleRecord,
+    SchedulerType,
+)
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 from fuser_core.scheduler.id_map import IdMap
 from fuser_core.scheduler.registry import BY_TYPE
@@ -23,6 +30,7 @@ class SegmentedGroup:
     scheduler: SchedulerType
     params: HeuristicParams
     merged: bool = False
+    dropped_hints: list[HintDrop] = field(default_factory=list)  # inferred layouts of its outputs it does not follow
     # Filled when the group is scheduled: its own fusion before and after its transforms.
     unscheduled: Fusion | None = None
     fusion: Fusion | None = None
