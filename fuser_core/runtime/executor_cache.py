@@ -28,6 +28,7 @@ from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.options import DisableOption, DumpOption, Options, current_options, emit_dump
 from fuser_core.runtime.arguments import TensorArg, bind_args, convert_inputs
+from fuser_core.runtime.artifacts import LaunchRecord
 from fuser_core.runtime.dumps import emit_runtime_dumps
 from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend, compile_fusion
 from fuser_core.runtime.signature import InputSignature
@@ -62,6 +63,7 @@ class RunReport:
     runtime: FusionKernelRuntime  # its concretization info and concretized fusion
     arguments: tuple[str, ...]  # one line per input: dtype, shape, strides or value
     seconds: float  # wall time of the backend's run
+    launches: tuple[LaunchRecord, ...] = ()  # per kernel launch, on the cuda backend
 
 
 @dataclass

@@ -16,6 +16,7 @@ from fuser_core.dynamic.concretization_info import ConcretizationInfo
 from fuser_core.ir.fusion import Fusion
 from fuser_core.passes import PassRecord, run_presegmentation_passes
 from fuser_core.runtime.arguments import bind_args
+from fuser_core.runtime.artifacts import KernelArtifact
 from fuser_core.runtime.reference import evaluate_groups
 from fuser_core.runtime.signature import InputSignature
 from fuser_core.scheduler.device import DeviceProperties
@@ -104,6 +105,11 @@ class FusionKernelRuntime:
         complete = self.segmented.complete
         info = RuntimeInfo(bind_args(complete, args), self.compiled.device, self.signature.index_type)
         return self.segmented.refusal(info)
+
+    @property
+    def kernels(self) -> tuple[KernelArtifact, ...]:
+        """One artifact per generated kernel, in launch order (none until codegen lands)."""
+        return ()
 
     def run(self, args: Sequence[Any]) -> list[Any]:
         return self.executable.run(args)
