@@ -11,25 +11,60 @@ from fuser_core.frontend.handles import Scalar, Tensor, Vector
 from fuser_core.frontend.input_spec import ScalarSpec, TensorSpec
 from fuser_core.frontend.repro_loader import LoadedDefinition, ReproScript, load_repro
 from fuser_core.ir.dtype import DataType
-from fuser_core.options import DisableOption, DumpOption, EnableOption, dump_sink, use_options
+from fuser_core.ir.printer import print_kernel, print_math
+from fuser_core.options import DEVICE_MODELS, DisableOption, DumpOption, EnableOption, dump_sink, use_options
+from fuser_core.runtime.arguments import bind_args, convert_inputs
+from fuser_core.runtime.artifacts import KernelArtifact, LaunchParams, LaunchRecord
+from fuser_core.runtime.executor_cache import CacheEvent, FusionExecutorCache, RunReport
+from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend
+from fuser_core.segmenter.printer import (
+    kernel_name,
+    print_presched,
+    print_scheduler_params,
+    print_segmented_fusion,
+    print_segmenter_log,
+)
+from fuser_core.segmenter.printer import print_scheduled as print_scheduled_groups
+from fuser_core.segmenter.segmented_fusion import SegmentedFusion
 
 __all__ = [
+    "DEVICE_MODELS",
+    "Backend",
+    "CacheEvent",
     "DataType",
     "DisableOption",
     "DumpOption",
     "EnableOption",
     "FuserError",
     "FusionDefinition",
+    "FusionExecutorCache",
+    "FusionKernelRuntime",
     "InternalError",
+    "KernelArtifact",
+    "LaunchParams",
+    "LaunchRecord",
     "LoadedDefinition",
+    "ReferenceBackend",
     "ReproScript",
+    "RunReport",
     "Scalar",
     "ScalarSpec",
+    "SegmentedFusion",
     "SourceLocation",
     "Tensor",
     "TensorSpec",
     "Vector",
+    "bind_args",
+    "convert_inputs",
     "dump_sink",
+    "kernel_name",
     "load_repro",
+    "print_kernel",
+    "print_math",
+    "print_presched",
+    "print_scheduled_groups",
+    "print_scheduler_params",
+    "print_segmented_fusion",
+    "print_segmenter_log",
     "use_options",
 ]
