@@ -8,7 +8,7 @@ graphviz or CuPy.
 from fuser_core.errors import FuserError, InternalError, SourceLocation
 from fuser_core.frontend.fusion_definition import FusionDefinition
 from fuser_core.frontend.handles import Scalar, Tensor, Vector
-from fuser_core.frontend.input_spec import ScalarSpec, TensorSpec
+from fuser_core.frontend.input_spec import ScalarSpec, TensorSpec, materialize_inputs
 from fuser_core.frontend.repro_loader import LoadedDefinition, ReproScript, load_repro
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.printer import print_kernel, print_math
@@ -59,6 +59,7 @@ __all__ = [
     "dump_sink",
     "kernel_name",
     "load_repro",
+    "materialize_inputs",
     "print_kernel",
     "print_math",
     "print_presched",

@@ -3,48 +3,62 @@
     fuser-wb [FILE]                  open a repro script (the TUI is not built yet:
                                      for now this prints its IR, as `dump` does)
     fuser-wb dump FILE               print each definition's IR and input specs
-    fuser-wb dump FILE --dump NAMES  run each definition on its script's inputs
-                                     (reference backend) and print the named dumps
-    fuser-wb dump FILE --device-model h200
-                                     size heuristics for a named device, not the GPU
+    fuser-wb dump FILE --dump NAMES  run each definition and print the named dumps,
+                                     rich-rendered (plain text when not a terminal)
+    fuser-wb diff FILE --a "--disable concretize_resize_extents" --b ""
+                                     run twice and print what changed in every stage
+    fuser-wb graph FILE -o out.dot   the segment graph as DOT (.svg/.png need `dot`)
+    fuser-wb metrics FILE... -o runs.csv
+                                     one row per kernel per run
+    fuser-wb report FILE -o run.html every stage of a run in one HTML file (--json: data)
     fuser-wb samples                 list the bundled sample fusions
 
-FILE is a path or the name of a bundled sample (`rope_litgpt`). Exit status is 0 when
-everything loaded (and ran), 1 with a one-line error otherwise (set FUSER_TRACEBACK=1
-to see the traceback of an internal error).
+Running commands take --enable/--disable OPTS, --shapes (one AxBxC per tensor input),
+--scalars (comma-separated), --backend reference|cuda, --device-model NAME, --seed N
+and --definition NAME. FILE is a path or the name of a bundled sample (`rope_litgpt`).
+Exit status is 0 when everything loaded (and ran), 1 with a one-line error otherwise
+(set FUSER_TRACEBACK=1 to see the traceback of an internal error).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
+
+from rich.text import Text
 
 from fuser_core import DumpOption, FuserError, LoadedDefinition, dump_sink, load_repro, use_options
-
-# In a clone (or an editable install) the samples sit beside the package; a regular
-# install puts them under the environment's share/ directory.
-_SAMPLE_DIRS = (
-    Path(__file__).resolve().parent.parent / "sample_fusions",
-    Path(sys.prefix) / "share" / "fuser-workbench" / "sample_fusions",
+from workbench.diff import diff_artifacts
+from workbench.graph import write_graph
+from workbench.metrics import rows, write_csv
+from workbench.render import make_console, render_dump
+from workbench.render.diffs import render_run_diff
+from workbench.report import html_report, json_report
+from workbench.samples import SAMPLES_DIR, resolve_script
+from workbench.session import (
+    DEFAULT_MAX_INPUT_BYTES,
+    BACKENDS,
+    RunOptions,
+    RunResult,
+    Session,
+    SettingsArgs,
+    apply_settings,
+    make_backend,
+    parse_scalar,
+    parse_settings_args,
+    parse_shape,
+    split_names,
 )
-SAMPLES_DIR = next((d for d in _SAMPLE_DIRS if d.is_dir()), _SAMPLE_DIRS[0])
-DEFAULT_MAX_INPUT_BYTES = 4 * 2**30
 
-
-def resolve_script(name: str) -> Path:
-    """A path as given, or a bundled sample by name (with or without `.py`)."""
-    path = Path(name)
-    if path.exists():
-        return path
-    candidate = SAMPLES_DIR / (name if name.endswith(".py") else f"{name}.py")
-    if candidate.exists():
-        return candidate
-    raise FuserError(f"no such file or bundled sample: {name} (try `fuser-wb samples`)")
+__all__ = ["DEFAULT_MAX_INPUT_BYTES", "SAMPLES_DIR", "main", "resolve_script"]
+COMMANDS = ("dump", "diff", "graph", "metrics", "report", "samples")
 
 
 def parse_bytes(text: str) -> int:
@@ -82,37 +96,192 @@ def print_definition(loaded: LoadedDefinition, out: TextIO) -> None:
         out.write(f"  {index}: {spec.describe()}\n")
 
 
-def dump(args: argparse.Namespace, out: TextIO) -> int:
-    with use_options(
-        dump=args.dump,
+# -- sessions from the command line -----------------------------------------------------
+
+
+def _options(args: argparse.Namespace) -> RunOptions:
+    return RunOptions(
+        dump=split_names(getattr(args, "dump", "")),
+        enable=split_names(args.enable),
+        disable=split_names(args.disable),
+        backend=args.backend,
+        device_model=args.device_model,
+    )
+
+
+def _settings_args(args: argparse.Namespace) -> SettingsArgs:
+    shapes = tuple(parse_shape(s) for value in args.shapes or () for s in value.split(";") if s.strip())
+    scalars = tuple(parse_scalar(v) for v in (args.scalars or "").split(",") if v.strip())
+    return SettingsArgs(shapes=shapes or None, scalars=scalars or None)
+
+
+def _check_backend(name: str) -> None:
+    """An unavailable backend is refused before anything loads or runs."""
+    make_backend(name)
+
+
+def _sessions(args: argparse.Namespace, path: Path) -> Iterator[Session]:
+    """A session per definition of the script (or the one `--definition` names), set up
+    as the command line says."""
+    session = Session.open(str(path), args.definition)
+    names = [args.definition] if args.definition else session.definitions
+    for name in names:
+        session.select(name)
+        session.seed = args.seed
+        session.max_input_bytes = args.max_input_bytes
+        apply_settings(session, _settings_args(args), _options(args))
+        yield session
+
+
+def _run(session: Session) -> RunResult:
+    result = session.run()
+    if result.error is not None:
+        raise FuserError(result.error.message)
+    return result
+
+
+def _command_options(args: argparse.Namespace) -> AbstractContextManager[Any]:
+    """Every option name checked (an unknown one lists the valid ones) before anything loads."""
+    return use_options(
+        dump=getattr(args, "dump", "") or "",
         enable=args.enable,
         disable=args.disable,
         source="the command line",
         device_model=args.device_model,
-    ):
-        # Names are checked above, before anything loads; dumps go where `out` goes.
-        repro = load_repro(resolve_script(args.file))
+    )
+
+
+def dump(args: argparse.Namespace, out: TextIO) -> int:
+    with _command_options(args):
+        if args.dump:
+            _check_backend(args.backend)
+        path = resolve_script(args.file)
+        repro = load_repro(path)
         for problem in repro.problems:
             out.write(f"note: skipped {problem.one_line()}\n")
-        with dump_sink(lambda option, text: _write_line(out, text)):
-            for loaded in repro.definitions:
-                if args.dump:
-                    run_definition(loaded, args.max_input_bytes, out)
-                else:
+        if not args.dump:
+            with dump_sink(lambda option, text: _write_line(out, text)):
+                for loaded in repro.definitions:
                     print_definition(loaded, out)
+            return 0
+        console = make_console(out, args.color)
+        names = [name for name in DumpOption.__members__ if name in split_names(args.dump)]
+        for session in _sessions(args, path):
+            console.print(Text(f"== {session.loaded.name} (line {session.loaded.lineno})", style="bold"))
+            artifacts = _run(session).artifacts
+            assert artifacts is not None
+            for name in names:
+                console.print(render_dump(name, artifacts))
     return 0
 
 
-def run_definition(loaded: LoadedDefinition, max_bytes: int, out: TextIO) -> None:
-    if loaded.inputs is None:
-        raise FuserError(f"{loaded.name} has no inputs in the script to run it with")
-    out.write(f"== {loaded.name} (line {loaded.lineno})\n")
-    loaded.fd.execute(loaded.materialize_inputs(seed=0, max_bytes=max_bytes))
+def diff(args: argparse.Namespace, out: TextIO) -> int:
+    with _command_options(args):
+        _check_backend(args.backend)
+        sides = [parse_settings_args(args.a), parse_settings_args(args.b)]
+        for side in sides:
+            if side.backend:
+                _check_backend(side.backend)
+        path = resolve_script(args.file)
+        console = make_console(out, args.color)
+        base = _options(args)
+        for session in _sessions(args, path):
+            console.print(Text(f"== {session.loaded.name} (line {session.loaded.lineno})", style="bold"))
+            bundled = (list(session.shapes), list(session.scalars))
+            results = []
+            for side in sides:
+                session.set_shapes(bundled[0])
+                session.set_scalars(bundled[1])
+                apply_settings(session, side, base)
+                results.append(_run(session))
+            a, b = (r.artifacts for r in results)
+            assert a is not None and b is not None
+            console.print(render_run_diff(diff_artifacts(a, b), results[0].settings, results[1].settings))
+    return 0
+
+
+def graph(args: argparse.Namespace, out: TextIO) -> int:
+    with _command_options(args):
+        _check_backend(args.backend)
+        path = resolve_script(args.file)
+        sessions = list(_sessions(args, path))[:1]
+        session = sessions[0]
+        artifacts = _run(session).artifacts
+        assert artifacts is not None
+        title = f"{path.name} :: {session.definition} ({artifacts.runtime})"
+        for written in write_graph(artifacts, Path(args.output), title):
+            out.write(f"wrote {written}\n")
+    return 0
+
+
+def metrics(args: argparse.Namespace, out: TextIO) -> int:
+    with _command_options(args):
+        _check_backend(args.backend)
+        table = []
+        for file in args.files:
+            path = resolve_script(file)
+            for session in _sessions(args, path):
+                table += rows(path.name, _run(session))
+        with open(args.output, "w", newline="", encoding="utf-8") as f:
+            count = write_csv(f, table)
+        out.write(f"wrote {count} rows to {args.output}\n")
+    return 0
+
+
+def report(args: argparse.Namespace, out: TextIO) -> int:
+    with _command_options(args):
+        _check_backend(args.backend)
+        path = resolve_script(args.file)
+        session = next(_sessions(args, path))
+        result = session.run()  # a failed run is reported too: that is what a bug report needs
+        output = Path(args.output)
+        if args.json:
+            output.write_text(json.dumps(json_report(path.name, result), indent=1, default=str), encoding="utf-8")
+        else:
+            output.write_text(html_report(path.name, result), encoding="utf-8")
+        out.write(f"wrote {output}" + (f" (the run failed: {result.error.message})" if result.error else "") + "\n")
+    return 0
 
 
 def _write_line(out: TextIO, text: str) -> None:
     out.write(text if text.endswith("\n") else text + "\n")
     out.flush()
+
+
+# -- the parser ---------------------------------------------------------------------------
+
+
+def _add_run_options(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--enable", default="", help="comma-separated enable options")
+    cmd.add_argument("--disable", default="", help="comma-separated disable options")
+    cmd.add_argument(
+        "--device-model",
+        default=None,
+        help="size heuristics for this named device model (e.g. h200) instead of the GPU's own properties;"
+        " an unknown name lists the valid ones",
+    )
+    cmd.add_argument("--backend", default="reference", help=f"where to run: {', '.join(BACKENDS)}")
+    cmd.add_argument(
+        "--shapes", nargs="+", default=None, help="one shape per tensor input, in order: 8x1024 4x8x1024 ..."
+    )
+    cmd.add_argument("--scalars", default=None, help="comma-separated values of the scalar inputs, in order")
+    cmd.add_argument("--definition", default=None, help="the fusion definition to run (default: every one)")
+    cmd.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    cmd.add_argument(
+        "--max-input-bytes",
+        type=parse_bytes,
+        default=DEFAULT_MAX_INPUT_BYTES,
+        help="refuse to create more input data than this (default 4GiB)",
+    )
+
+
+def _add_color(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--color",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="colour even when not a terminal (--no-color: never); NO_COLOR is honoured",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -121,28 +290,38 @@ def _parser() -> argparse.ArgumentParser:
     dump_cmd = sub.add_parser("dump", help="print a script's fusions, or run them with dumps")
     dump_cmd.add_argument("file")
     dump_cmd.add_argument("--dump", default="", help="comma-separated dump names: " + ", ".join(DumpOption.__members__))
-    dump_cmd.add_argument("--enable", default="", help="comma-separated enable options")
-    dump_cmd.add_argument("--disable", default="", help="comma-separated disable options")
-    dump_cmd.add_argument(
-        "--device-model",
-        default=None,
-        help="size heuristics for this named device model (e.g. h200) instead of the GPU's own properties;"
-        " an unknown name lists the valid ones",
-    )
-    dump_cmd.add_argument(
-        "--max-input-bytes",
-        type=parse_bytes,
-        default=DEFAULT_MAX_INPUT_BYTES,
-        help="refuse to create more input data than this (default 4GiB)",
-    )
+    _add_run_options(dump_cmd)
+    _add_color(dump_cmd)
+    diff_cmd = sub.add_parser("diff", help="run a fusion two ways and print what changed in every stage")
+    diff_cmd.add_argument("file")
+    diff_cmd.add_argument("--a", default="", help='settings of run a, e.g. "--disable concretize_resize_extents"')
+    diff_cmd.add_argument("--b", default="", help='settings of run b, e.g. "--shapes 8x1024"')
+    _add_run_options(diff_cmd)
+    _add_color(diff_cmd)
+    graph_cmd = sub.add_parser("graph", help="export the segment graph (.dot; .svg/.png with Graphviz)")
+    graph_cmd.add_argument("file")
+    graph_cmd.add_argument("-o", "--output", required=True)
+    _add_run_options(graph_cmd)
+    metrics_cmd = sub.add_parser("metrics", help="one CSV row per kernel per run")
+    metrics_cmd.add_argument("files", nargs="+")
+    metrics_cmd.add_argument("-o", "--output", required=True)
+    _add_run_options(metrics_cmd)
+    report_cmd = sub.add_parser("report", help="every stage of a run in one HTML file (or JSON)")
+    report_cmd.add_argument("file")
+    report_cmd.add_argument("-o", "--output", required=True)
+    report_cmd.add_argument("--json", action="store_true", help="write the report as JSON data")
+    _add_run_options(report_cmd)
     sub.add_parser("samples", help="list the bundled sample fusions")
     return parser
+
+
+HANDLERS = {"dump": dump, "diff": diff, "graph": graph, "metrics": metrics, "report": report}
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out if out is not None else sys.stdout
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list and args_list[0] not in ("dump", "samples", "-h", "--help"):
+    if args_list and args_list[0] not in (*COMMANDS, "-h", "--help"):
         args_list = ["dump", *args_list]  # `fuser-wb FILE`: the TUI's place, printing for now
     if not args_list:
         args_list = ["dump", "issue785_reduction_pow"]
@@ -150,7 +329,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         if args.command == "samples":
             return list_samples(out)
-        return dump(args, out)
+        return HANDLERS[args.command](args, out)
     except FuserError as err:
         sys.stderr.write(f"fuser-wb: {err.one_line()}\n")
         return 1

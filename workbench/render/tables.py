@@ -1,0 +1,191 @@
+"""Tables and trees of a run: segments and their legend, heuristics, passes, transforms,
+launches and timings, the cache event and the correctness check."""
+
+from __future__ import annotations
+
+import re
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from workbench.artifacts import Artifacts, GroupArtifact, TransformBlock
+from workbench.diff import format_seconds
+from workbench.render.text import GROUP_COLORS, IR_HIGHLIGHTER, ir_text
+
+MARKER = re.compile(r"  // g(\d+) (\w+)$")
+
+
+def group_color(group_id: int) -> str:
+    return GROUP_COLORS[group_id % len(GROUP_COLORS)]
+
+
+def note(text: str) -> Text:
+    return Text(text, style="note")
+
+
+def presched_ir(presched: str) -> Text:
+    """The pre-scheduled IR (without its legend), each expression in its segment's colour."""
+    ir_part = presched.split("} // %kernel_math", 1)[0] + "} // %kernel_math\n"
+    text = Text()
+    color: str | None = None
+    for line in ir_part.splitlines(keepends=True):
+        match = MARKER.search(line.rstrip("\n"))
+        if match:
+            color = group_color(int(match.group(1)))
+        elif not line.startswith((" ", "\t")):
+            color = None  # a new top-level line that names no group
+        piece = Text(line.rstrip("\n"), style=color or "")
+        IR_HIGHLIGHTER.highlight(piece)
+        if color is not None:
+            if match:
+                piece.stylize(f"bold reverse {color}", match.start(), match.end())
+        text.append_text(piece)
+        if line.endswith("\n"):
+            text.append("\n")
+    text.rstrip()
+    return text
+
+
+def legend_table(a: Artifacts) -> Table:
+    count = len(a.groups)
+    table = Table(title=f"Segments: {count} kernel{'s' if count != 1 else ''}", title_justify="left")
+    for column in ("group", "scheduler", "inputs -> outputs", "not merged with"):
+        table.add_column(column)
+    for g in a.groups:
+        reasons = [r for r in a.reasons if g.id in (r.first, r.second)]
+        why = "\n".join(f"g{r.second if r.first == g.id else r.first}: {r.summary}" for r in reasons)
+        table.add_row(
+            Text(f"g{g.id}", style=f"bold {group_color(g.id)}"),
+            g.scheduler,
+            f"[{', '.join(g.inputs)}] -> [{', '.join(g.outputs)}]",
+            why or "-",
+        )
+    return table
+
+
+def whole_fusion_note(a: Artifacts) -> RenderableType:
+    parts: list[RenderableType] = []
+    if a.whole_fusion_rejections:
+        parts.append(Text("the whole fusion as one kernel:", style="bold"))
+        parts += [ir_text("  " + line) for line in a.whole_fusion_rejections]
+    intermediates = sorted({e.tensor for e in a.edges}, key=lambda t: int(t[1:]))
+    if intermediates:
+        parts.append(Text("intermediates in global memory: " + ", ".join(intermediates)))
+    return Group(*parts)
+
+
+def segments_table(a: Artifacts) -> Table:
+    table = Table(title="Segmented fusion", title_justify="left")
+    for column in ("group", "scheduler", "kernel", "exprs", "inputs", "outputs"):
+        table.add_column(column)
+    for g in a.groups:
+        table.add_row(
+            Text(f"g{g.id}", style=f"bold {group_color(g.id)}"),
+            g.scheduler,
+            g.kernel,
+            str(g.exprs),
+            ", ".join(g.inputs),
+            ", ".join(g.outputs),
+        )
+    return table
+
+
+def edges_table(a: Artifacts) -> RenderableType:
+    if not a.edges:
+        return note("no edges: no tensor passes from one kernel to another")
+    table = Table(title="Edges", title_justify="left")
+    for column in ("from", "to", "tensor", "shape", "bytes"):
+        table.add_column(column)
+    for e in a.edges:
+        size = str(e.nbytes) if e.nbytes is not None else "?"
+        shape = str(list(e.shape)) if e.shape is not None else "?"
+        table.add_row(f"g{e.producer}", f"g{e.consumer}", e.tensor, shape, size)
+    return table
+
+
+def params_table(g: GroupArtifact) -> Table:
+    table = Table(title=f"g{g.id} {g.scheduler}: {g.kernel}", title_justify="left")
+    table.add_column("parameter")
+    table.add_column("value", style="blue")
+    for name, value in g.params:
+        table.add_row(name, value)
+    for drop in g.dropped_hints:
+        table.add_row("dropped allocation hint", drop)
+    return table
+
+
+def passes_table(a: Artifacts) -> Table:
+    table = Table(title="Pre-segmentation passes", title_justify="left")
+    for column in ("pass", "result", "time"):
+        table.add_column(column)
+    for p in a.passes:
+        result = Text("changed", style="bold yellow") if p.changed else Text("no change", style="dim")
+        table.add_row(p.name, result, format_seconds(p.seconds))
+    return table
+
+
+def transform_tree(block: TransformBlock) -> Tree:
+    """One tensor's domains, each with the transforms that lead from it to the next."""
+    tree = Tree(ir_text(block.tensor))
+    branch = tree
+    for kind, text in block.lines:
+        if kind == "transform":
+            branch.add(ir_text(text))
+        elif kind == "contiguity":
+            branch.add(Text(f"contiguity: {text}", style="dim"))
+        else:
+            branch = tree.add(Text.assemble((kind, "bold"), " : (", ir_text(text), ")"))
+    return tree
+
+
+def transform_trees(g: GroupArtifact) -> RenderableType:
+    if not g.tensors:
+        return note(f"g{g.id} {g.scheduler}: no scheduled fusion, so no transforms")
+    title = Text(f"===== g{g.id} {g.scheduler}: {g.kernel} =====", style=f"bold {group_color(g.id)}")
+    return Group(title, *(transform_tree(b) for b in g.tensors))
+
+
+def cache_text(a: Artifacts) -> Text:
+    style = "cache.hit" if a.cache_hit else "cache.miss"
+    text = Text(a.cache_line)
+    text.stylize(style, 0, len("cache: hit" if a.cache_hit else "cache: miss"))
+    return text
+
+
+def launches_table(a: Artifacts) -> RenderableType:
+    if not a.launches:
+        return note(a.launches_note)
+    table = Table(title="Kernel launches", title_justify="left")
+    columns = ("group", "kernel", "time", "bytes", "GB/s", "of peak", "registers", "spills", "estimate")
+    for column in columns:
+        table.add_column(column, justify="right" if column not in ("kernel", "estimate") else "left")
+    for r in a.launches:
+        gbps = f"{r.gbps:.1f}" if r.gbps is not None else "-"
+        peak = f"{r.fraction_of_peak:.0%}" if r.fraction_of_peak is not None else "-"
+        table.add_row(
+            f"g{r.group_id}",
+            r.kernel,
+            format_seconds(r.seconds),
+            str(r.bytes_moved),
+            gbps,
+            peak,
+            str(r.registers) if r.registers is not None else "-",
+            str(r.spills) if r.spills is not None else "-",
+            r.estimate,
+        )
+    return table
+
+
+def correctness_text(a: Artifacts) -> RenderableType:
+    c = a.correctness
+    if not c.checks:
+        return note(c.note)
+    table = Table(title=c.note, title_justify="left")
+    for column in ("output", "max abs error", "matches"):
+        table.add_column(column)
+    for check in c.checks:
+        verdict = Text("yes", style="bold green") if check.ok else Text("NO", style="bold red")
+        table.add_row(str(check.index), f"{check.max_abs_error:.3g}", verdict)
+    return table

@@ -1,0 +1,494 @@
+"""The workbench's UI-free model: a fusion opened with these shapes and options, run,
+and compared with the previous run. The CLI, the reports and the TUI all drive it.
+
+    session = Session.open("resize_pad_to_broadcast_dynamic")
+    session.set_shapes([(8, 3, 2, 5, 6), (8, 4, 4, 3, 5)])
+    session.run()
+    session.options = session.options.with_disabled("concretize_resize_extents")
+    session.run()
+    session.previous, session.current        # RunResult, each with its Artifacts
+
+A run reads every stage from the executor cache's RunReport (workbench.artifacts);
+the options it ran with are those in effect (the environment's included). Dumps that
+fuser_core emits while running are captured into the run, never printed. A failed run
+keeps the shapes and options and records the error with its script line.
+
+The session is the one bridge to fuser_core (DESIGN.md): the rest of the workbench
+reads RunResults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import fuser_core
+from fuser_core import (
+    DEVICE_MODELS,
+    Backend,
+    DumpOption,
+    FuserError,
+    FusionExecutorCache,
+    LoadedDefinition,
+    ReferenceBackend,
+    ReproScript,
+    ScalarSpec,
+    TensorSpec,
+    dump_sink,
+    load_repro,
+    materialize_inputs,
+    use_options,
+)
+from workbench.artifacts import Artifacts, Correctness, OutputCheck, collect
+from workbench.samples import resolve_script
+
+DEFAULT_MAX_INPUT_BYTES = 4 * 2**30
+REFERENCE = "reference"
+# The CUDA backend plugs in here when fuser_core exports it (issue 8): the session
+# holds the backend as a name and builds it only to run.
+CUDA_BACKEND_EXPORT = "CudaBackend"
+
+
+def _cuda_backend() -> Backend:
+    factory = getattr(fuser_core, CUDA_BACKEND_EXPORT, None)
+    if factory is None:
+        raise FuserError(
+            "the cuda backend is not available: this fuser_core has no CUDA code generation yet "
+            f"(no fuser_core.{CUDA_BACKEND_EXPORT}); use --backend reference"
+        )
+    backend: Backend = factory()
+    return backend
+
+
+BACKENDS: dict[str, Callable[[], Backend]] = {REFERENCE: ReferenceBackend, "cuda": _cuda_backend}
+
+
+def make_backend(name: str) -> Backend:
+    factory = BACKENDS.get(name)
+    if factory is None:
+        raise FuserError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)}")
+    return factory()
+
+
+# -- settings ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Option names as the user gave them, the backend and the device model."""
+
+    dump: frozenset[str] = frozenset()
+    enable: frozenset[str] = frozenset()
+    disable: frozenset[str] = frozenset()
+    backend: str = REFERENCE
+    device_model: str | None = None
+
+    def with_disabled(self, *names: str) -> RunOptions:
+        return replace(self, disable=self.disable | frozenset(names))
+
+    def with_enabled(self, *names: str) -> RunOptions:
+        return replace(self, enable=self.enable | frozenset(names))
+
+    def toggled(self, name: str) -> RunOptions:
+        """Flip a disable option (the only kind that exists today) on or off."""
+        return replace(self, disable=self.disable ^ frozenset([name]))
+
+    def describe(self) -> str:
+        parts = [f"--{kind} {','.join(sorted(names))}" for kind, names in self._named() if names]
+        parts.append(f"--backend {self.backend}")
+        if self.device_model:
+            parts.append(f"--device-model {self.device_model}")
+        return " ".join(parts)
+
+    def _named(self) -> list[tuple[str, frozenset[str]]]:
+        return [("enable", self.enable), ("disable", self.disable)]
+
+
+def split_names(text: str | Iterable[str] | None) -> frozenset[str]:
+    if text is None:
+        return frozenset()
+    items = text.split(",") if isinstance(text, str) else list(text)
+    return frozenset(item.strip() for item in items if item.strip())
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """`8x3x2` or `8,3,2` (or `[8, 3, 2]`); `()` or `scalar` for a 0-D tensor."""
+    cleaned = text.strip().strip("[]()").replace(" ", "")
+    if cleaned in ("", "scalar"):
+        return ()
+    parts = cleaned.replace(",", "x").split("x")
+    try:
+        return tuple(int(p) for p in parts)
+    except ValueError:
+        raise FuserError(f"not a shape: {text!r} (write sizes as 8x1024 or 8,1024)") from None
+
+
+def parse_scalar(text: str) -> bool | int | float:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    raise FuserError(f"not a scalar value: {text!r}")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Everything a run depends on besides the script."""
+
+    definition: str
+    shapes: tuple[tuple[int, ...], ...]  # one per tensor input, in input order
+    scalars: tuple[Any, ...]  # one per scalar input, in input order
+    options: RunOptions
+    seed: int
+
+    def describe(self) -> str:
+        shapes = " ".join("x".join(map(str, s)) or "scalar" for s in self.shapes)
+        text = f"shapes {shapes}"
+        if self.scalars:
+            text += " scalars " + ",".join(repr(s) for s in self.scalars)
+        return text + f" {self.options.describe()} seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class RunError:
+    message: str  # FuserError.one_line(): where, op, what
+    location: str  # `file.py:12`, or the definition's line when the error names none
+    line: str  # the script's text on that line
+
+    def text(self) -> str:
+        return f"{self.message}\n    {self.location}: {self.line.strip()}" if self.line.strip() else self.message
+
+
+@dataclass(frozen=True)
+class RunResult:
+    index: int  # 0-based count of the session's runs
+    settings: RunSettings
+    artifacts: Artifacts | None = None
+    error: RunError | None = None
+    effective: tuple[str, ...] = ()  # option names in effect, the environment's included
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class InputSlot:
+    """One input of the selected definition: its bundled spec and what the user set."""
+
+    index: int
+    label: str  # `T0`, `i2` ...
+    spec: Any  # TensorSpec or ScalarSpec
+    rank: int | None  # tensors only
+    fixed: dict[int, int] = field(default_factory=dict)  # axis -> size the definition requires
+
+
+# -- the session ------------------------------------------------------------------------
+
+
+class Session:
+    def __init__(self, script: ReproScript, path: str, definition: str | None = None) -> None:
+        self.script = script
+        self.path = path
+        self.options = RunOptions()
+        self.seed = 0
+        self.max_input_bytes = DEFAULT_MAX_INPUT_BYTES
+        self.current: RunResult | None = None
+        self.previous: RunResult | None = None
+        self._runs = 0
+        self._caches: dict[tuple[str, str], FusionExecutorCache] = {}
+        self.select(definition or script.definitions[0].name)
+
+    @classmethod
+    def open(cls, name: str, definition: str | None = None) -> Session:
+        """A script by path, or a bundled sample by name."""
+        path = resolve_script(name)
+        return cls(load_repro(path), str(path), definition)
+
+    # -- definition and inputs ------------------------------------------------------------
+    @property
+    def definitions(self) -> list[str]:
+        return [d.name for d in self.script.definitions]
+
+    @property
+    def loaded(self) -> LoadedDefinition:
+        return self.script.definition(self.definition)
+
+    def select(self, name: str) -> None:
+        loaded = self.script.definition(name)
+        if loaded.inputs is None:
+            raise FuserError(f"{name} has no inputs in the script to run it with")
+        self.definition = name
+        self.slots = [_slot(i, v, s) for i, (v, s) in enumerate(zip(loaded.fd.fusion.inputs, loaded.inputs, strict=True))]
+        self.shapes = [s.spec.shape for s in self.tensor_slots]
+        self.scalars = [s.spec.value for s in self.scalar_slots]
+
+    @property
+    def tensor_slots(self) -> list[InputSlot]:
+        return [s for s in self.slots if s.rank is not None]
+
+    @property
+    def scalar_slots(self) -> list[InputSlot]:
+        return [s for s in self.slots if s.rank is None]
+
+    def set_shapes(self, shapes: Sequence[Sequence[int]]) -> None:
+        """One shape per tensor input; checked against the definition before it is kept."""
+        slots = self.tensor_slots
+        if len(shapes) != len(slots):
+            raise FuserError(f"{self.definition} has {len(slots)} tensor inputs; got {len(shapes)} shapes")
+        checked = [_check_shape(slot, tuple(shape)) for slot, shape in zip(slots, shapes, strict=True)]
+        self.shapes = checked
+
+    def set_shape(self, position: int, shape: Sequence[int]) -> None:
+        shapes = list(self.shapes)
+        shapes[position] = tuple(shape)
+        self.set_shapes(shapes)
+
+    def set_scalars(self, values: Sequence[Any]) -> None:
+        slots = self.scalar_slots
+        if len(values) != len(slots):
+            raise FuserError(f"{self.definition} has {len(slots)} scalar inputs; got {len(values)} values")
+        for slot, value in zip(slots, values, strict=True):
+            ScalarSpec(value)  # a FuserError for what is not a number
+            if isinstance(slot.spec.value, bool) != isinstance(value, bool):
+                raise FuserError(f"input {slot.index} ({slot.label}) takes {slot.spec.describe()}, not {value!r}")
+        self.scalars = list(values)
+
+    def settings(self) -> RunSettings:
+        return RunSettings(self.definition, tuple(self.shapes), tuple(self.scalars), self.options, self.seed)
+
+    def input_specs(self) -> list[Any]:
+        shapes, scalars = iter(self.shapes), iter(self.scalars)
+        specs = []
+        for slot in self.slots:
+            if slot.rank is None:
+                specs.append(ScalarSpec(next(scalars)))
+            else:
+                specs.append(resized_spec(slot.spec, next(shapes)))
+        return specs
+
+    # -- running ------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        settings = self.settings()
+        try:
+            result = self._run(settings)
+        except FuserError as err:
+            result = RunResult(self._runs, settings, error=self._error(err))
+        self._runs += 1
+        self.previous, self.current = self.current, result
+        return result
+
+    def _run(self, settings: RunSettings) -> RunResult:
+        loaded = self.loaded
+        inputs = _materialize(self.input_specs(), settings.seed, self.max_input_bytes, loaded.name)
+        captured: list[tuple[str, str]] = []
+        opts = settings.options
+        with (
+            use_options(
+                enable=sorted(opts.enable),
+                disable=sorted(opts.disable),
+                source="the workbench options",
+                device_model=opts.device_model,
+            ) as effective,
+            dump_sink(lambda option, text: captured.append((option.name, text))),
+        ):
+            cache = self._cache(loaded, opts.backend)
+            outputs = cache.run(inputs)
+            report = cache.last_report
+            assert report is not None
+            correctness = self._check(loaded, opts.backend, inputs, outputs)
+            artifacts = collect(report, loaded.fd.fusion_ir(), inputs, correctness, opts.backend, captured)
+        names = [o.name for o in sorted(effective.disable, key=lambda o: o.name)]
+        names += [o.name for o in sorted(effective.enable, key=lambda o: o.name)]
+        return RunResult(self._runs, settings, artifacts, effective=tuple(names))
+
+    def _cache(self, loaded: LoadedDefinition, backend: str) -> FusionExecutorCache:
+        key = (loaded.name, backend)
+        if key not in self._caches:
+            fd = loaded.fd
+            self._caches[key] = FusionExecutorCache(fd.fusion, fusion_id=fd.id or 0, backend=make_backend(backend))
+        return self._caches[key]
+
+    def _check(self, loaded: LoadedDefinition, backend: str, inputs: list[Any], outputs: list[Any]) -> Correctness:
+        if backend == REFERENCE:
+            return Correctness("reference backend: its outputs are the reference")
+        expected = self._cache(loaded, REFERENCE).run(inputs)
+        checks = tuple(_compare(i, got, want) for i, (got, want) in enumerate(zip(outputs, expected, strict=True)))
+        bad = [c.index for c in checks if not c.ok]
+        note = f"outputs {bad} differ from the reference" if bad else "every output matches the reference"
+        return Correctness(note, checks)
+
+    def _error(self, err: FuserError) -> RunError:
+        location = err.location
+        lines = self.script.text.split("\n")
+        if location is not None:
+            line = location.line or (lines[location.lineno - 1] if 0 < location.lineno <= len(lines) else "")
+            return RunError(err.one_line(), str(location), line)
+        lineno = self.loaded.lineno
+        where = f"{Path(self.path).name}:{lineno}"
+        line = lines[lineno - 1] if 0 < lineno <= len(lines) else ""
+        return RunError(f"{where}: {err.one_line()}", where, line)
+
+
+# -- inputs -------------------------------------------------------------------------------
+
+
+def _slot(index: int, val: Any, spec: Any) -> InputSlot:
+    if not isinstance(spec, TensorSpec):
+        return InputSlot(index, str(val), spec, None)
+    axes = val.logical_no_reductions()
+    fixed = {}
+    for axis, dim in enumerate(axes):
+        if dim.is_broadcast and not dim.has_expanded_extent:
+            fixed[axis] = 1
+        elif dim.extent.is_const:
+            fixed[axis] = int(dim.extent.value)
+    return InputSlot(index, f"T{val.name}", spec, len(axes), fixed)
+
+
+def _check_shape(slot: InputSlot, shape: tuple[int, ...]) -> tuple[int, ...]:
+    where = f"input {slot.index} ({slot.label})"
+    if len(shape) != slot.rank:
+        raise FuserError(f"{where} is {slot.rank}-D in the definition; the shape {list(shape)} has {len(shape)} sizes")
+    for axis, size in enumerate(shape):
+        if size < 0:
+            raise FuserError(f"{where}: size {size} of axis {axis} is negative")
+        need = slot.fixed.get(axis)
+        if need is not None and size != need:
+            raise FuserError(f"{where}: axis {axis} must have size {need} as the definition says, not {size}")
+    return shape
+
+
+def resized_spec(spec: TensorSpec, shape: tuple[int, ...]) -> TensorSpec:
+    """The bundled spec at another shape: the same dtype, fill and stride order, dense."""
+    if shape == spec.shape:
+        return spec
+    order = sorted(range(len(shape)), key=lambda a: (spec.strides[a] if spec.strides else 0), reverse=True)
+    strides = [0] * len(shape)
+    step = 1
+    for axis in reversed(order):
+        expanded = spec.strides is not None and spec.strides[axis] == 0 and spec.shape[axis] != 1
+        strides[axis] = 0 if expanded else step
+        step *= 1 if expanded else max(shape[axis], 1)
+    base = spec
+    while base.source is not None:
+        base = base.source
+    kind = "randn" if base.kind == "tensor" else base.kind
+    return dataclasses.replace(
+        base,
+        shape=shape,
+        dtype=spec.dtype,
+        strides=tuple(strides),
+        kind=kind,
+        data=None,
+        storage_offset=0,
+        storage_size=None,
+        source=None,
+        source_strides=None,
+        compare=None,
+        operand=None,
+    )
+
+
+def _materialize(specs: list[Any], seed: int, max_bytes: int, owner: str) -> list[Any]:
+    return materialize_inputs(specs, seed, max_bytes=max_bytes, owner=owner)
+
+
+def _compare(index: int, got: Any, want: Any) -> OutputCheck:
+    a = np.asarray(got, dtype=np.float64)
+    b = np.asarray(want, dtype=np.float64)
+    if a.shape != b.shape:
+        return OutputCheck(index, float("inf"), False)
+    diff = np.abs(a - b)
+    error = float(np.nanmax(diff)) if diff.size else 0.0
+    ok = bool(np.allclose(a, b, rtol=1e-2, atol=1e-2, equal_nan=True))
+    return OutputCheck(index, error, ok)
+
+
+# -- command-line forms of settings -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SettingsArgs:
+    """What `--a "..."` / `--b "..."` of `fuser-wb diff` may say."""
+
+    enable: frozenset[str] = frozenset()
+    disable: frozenset[str] = frozenset()
+    backend: str | None = None
+    device_model: str | None = None
+    shapes: tuple[tuple[int, ...], ...] | None = None
+    scalars: tuple[Any, ...] | None = None
+
+
+def parse_settings_args(text: str) -> SettingsArgs:
+    words = shlex.split(text)
+    found: dict[str, Any] = {}
+    position = 0
+    while position < len(words):
+        word = words[position]
+        key, _, inline = word.partition("=")
+        if key not in ("--enable", "--disable", "--backend", "--device-model", "--shapes", "--scalars"):
+            raise FuserError(
+                f"unknown setting {word!r} in {text!r}; use --enable, --disable, --backend, "
+                "--device-model, --shapes or --scalars"
+            )
+        values = [inline] if inline else []
+        position += 1
+        while not values or (key == "--shapes" and position < len(words) and not words[position].startswith("--")):
+            if position >= len(words) or words[position].startswith("--"):
+                if values:
+                    break
+                raise FuserError(f"{key} needs a value in {text!r}")
+            values.append(words[position])
+            position += 1
+        found[key] = values
+    return _settings_args(found)
+
+
+def _settings_args(found: dict[str, list[str]]) -> SettingsArgs:
+    shapes = None
+    if "--shapes" in found:
+        shapes = tuple(parse_shape(s) for value in found["--shapes"] for s in value.split(";") if s.strip())
+    scalars = None
+    if "--scalars" in found:
+        scalars = tuple(parse_scalar(v) for v in found["--scalars"][0].split(",") if v.strip())
+    model = found.get("--device-model", [None])[0]
+    if model is not None and model.lower() not in DEVICE_MODELS and model.lower() != "h100":
+        raise FuserError(f"unknown device model {model!r}; valid: {', '.join(DEVICE_MODELS)}")
+    return SettingsArgs(
+        enable=split_names(",".join(found.get("--enable", []))),
+        disable=split_names(",".join(found.get("--disable", []))),
+        backend=found.get("--backend", [None])[0],
+        device_model=model,
+        shapes=shapes,
+        scalars=scalars,
+    )
+
+
+def apply_settings(session: Session, args: SettingsArgs, base: RunOptions) -> None:
+    """Set a session's options (on top of `base`) and inputs as the args say."""
+    session.options = RunOptions(
+        dump=base.dump,
+        enable=base.enable | args.enable,
+        disable=base.disable | args.disable,
+        backend=args.backend or base.backend,
+        device_model=args.device_model or base.device_model,
+    )
+    if args.shapes is not None:
+        session.set_shapes(args.shapes)
+    if args.scalars is not None:
+        session.set_scalars(args.scalars)
+
+
+def dump_names() -> list[str]:
+    return list(DumpOption.__members__)
