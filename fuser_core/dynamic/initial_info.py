@@ -103,7 +103,7 @@ def analyze_fusion(fusion: Fusion) -> DynamicTransformInitialInfo:
     reshapes, resizes, expands, factories = [], [], [], []
     for tv in fusion.used_tensors():
         expr = tv.definition
-        if isinstance(expr, ViewOp) and any(d.is_symbolic for d in tv.logical):
+        if isinstance(expr, ViewOp) and (expr.dynamic or any(d.is_symbolic for d in tv.logical)):
             src: TensorView = expr.input  # type: ignore[assignment]
             reshapes.append(
                 ReshapeSite(

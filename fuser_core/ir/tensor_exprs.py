@@ -188,9 +188,13 @@ class ViewOp(Expr):
 
     op_name = "reshape"
 
-    def __init__(self, out: TensorView, inp: TensorView, inferred_axis: int | None = None) -> None:
+    def __init__(
+        self, out: TensorView, inp: TensorView, inferred_axis: int | None = None, *, dynamic: bool = False
+    ) -> None:
         # The output axis given as -1, whose extent is computed from the element count.
         self.inferred_axis = inferred_axis
+        # Sizes known only at run time: concretization rebuilds it from its decomposition.
+        self.dynamic = dynamic
         super().__init__([inp], [out])
 
     def to_string(self) -> str:

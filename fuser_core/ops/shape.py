@@ -210,10 +210,13 @@ def _symbolic_reshape(tv: TensorView, new_shape: Sequence[Scalar]) -> TensorView
             numel = sm.product([d.maybe_expanded_extent for d in root])
             others = sm.product([sm.cast(DataType.Index, s) for p, s in enumerate(new_shape) if p != pos])
             size = sm.div(numel, others)
+        if _const_int(size) == 1:  # nvFuser: a constant 1 is a Broadcast axis, expandable at once
+            logical.append(IterDomain(tv.fusion.one_val(), iter_type=IterType.Broadcast, is_rfactor_product=True))
+            continue
         extent = sm.cast(DataType.Index, size)
         logical.append(IterDomain(extent, iter_type=IterType.Symbolic, is_rfactor_product=True))
     out = TensorView(TensorDomain(logical, root=root), tv.dtype)
-    ViewOp(out, tv, inferred)
+    ViewOp(out, tv, inferred, dynamic=True)
     return out
 
 

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from fuser_core import DataType, FusionDefinition
+from fuser_core import DataType, FuserError, FusionDefinition
 
 from ._helpers import MAIN_DTYPES, as_float64, assert_close, random_array, run_fusion, run_one
 
@@ -299,3 +299,49 @@ def test_reshape_of_an_expanded_tensor_reads_every_element(new_shape: list[int],
         fd.add_output(fd.ops.reshape(expanded, new_shape))
     (out,) = fd.execute([row])
     np.testing.assert_array_equal(out, np.broadcast_to(row, (3, 4)).reshape(new_shape))
+
+
+# -- reshape to a constant 1: a Broadcast axis, as in nvFuser (issue 12, item 6) --------
+
+
+@pytest.mark.parametrize("dtype", MAIN_DTYPES, ids=lambda d: d.name)
+def test_channel_parameter_reshaped_to_one_c_one_one_then_broadcast(dtype: DataType) -> None:
+    """A per-channel parameter [C] reshaped to [1, C, 1, 1] and broadcast to the
+    activation's shape, as every batch-norm backward does."""
+    rng = np.random.default_rng(5)
+    w = random_array(rng, (3,), dtype)
+    x = random_array(rng, (2, 3, 5, 7), dtype)
+    with FusionDefinition() as fd:
+        tw = fd.define_tensor([-1], dtype=dtype)
+        tx = fd.define_tensor([-1, -1, -1, -1], dtype=dtype)
+        r = fd.ops.reshape(tw, [1, fd.ops.size(tx, 1), 1, 1])
+        b = fd.ops.broadcast_in_dim(r, fd.ops.shape(tx), [0, 1, 2, 3])
+        fd.add_output(fd.ops.mul(tx, b))
+    view_line = next(line for line in fd.fusion_ir().splitlines() if "= view(" in line)
+    assert view_line.startswith("T2_l[ bS") and ", bS8{1}rf, bS9{1}rf ]" in view_line
+    out = fd.execute([w, x])[0]
+    expected = as_float64(x) * as_float64(w).reshape(1, 3, 1, 1)
+    assert_close(out, expected, dtype if not dtype.is_reduced_float else DataType.Float)
+
+
+def test_reshape_to_one_then_expand_to_a_static_shape() -> None:
+    rng = np.random.default_rng(6)
+    w = random_array(rng, (5,), DataType.Float)
+    with FusionDefinition() as fd:
+        tw = fd.define_tensor([-1])
+        r = fd.ops.reshape(tw, [1, -1])
+        fd.add_output(fd.ops.expand(r, [4, 5]))
+    out = fd.execute([w])[0]
+    np.testing.assert_array_equal(out, np.broadcast_to(w, (4, 5)))
+
+
+def test_dynamic_reshape_to_only_ones_is_still_concretized() -> None:
+    """All new sizes constant (so no Symbolic axis), but the input size is known only
+    at run time: the reshape is still checked, and concretized, per run."""
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1])
+        fd.add_output(fd.ops.reshape(t, [1, 1]))
+    np.testing.assert_array_equal(fd.execute([np.array([2.5], np.float32)])[0], [[2.5]])
+    with pytest.raises(FuserError) as info:
+        fd.execute([np.arange(3, dtype=np.float32)])
+    assert info.value.op == "reshape"
