@@ -78,6 +78,18 @@ class _Operand:
     def __xor__(self, o: Any) -> Any:
         return self._binary("bitwise_xor", o)
 
+    def __lshift__(self, o: Any) -> Any:
+        return self._binary("bitwise_left_shift", o)
+
+    def __rlshift__(self, o: Any) -> Any:
+        return self._binary("bitwise_left_shift", o, True)
+
+    def __rshift__(self, o: Any) -> Any:
+        return self._binary("bitwise_right_shift", o)
+
+    def __rrshift__(self, o: Any) -> Any:
+        return self._binary("bitwise_right_shift", o, True)
+
     def __rxor__(self, o: Any) -> Any:
         return self._binary("bitwise_xor", o, True)
 

@@ -40,7 +40,10 @@ UNARY_OPS: dict[str, UnaryOpType] = {
     "ceil": UnaryOpType.Ceil, "round": UnaryOpType.Round, "trunc": UnaryOpType.Trunc,
     "sign": UnaryOpType.Sign, "isnan": UnaryOpType.IsNan, "isinf": UnaryOpType.IsInf,
     "isfinite": UnaryOpType.IsFinite, "logical_not": UnaryOpType.LogicalNot,
-    "bitwise_not": UnaryOpType.BitwiseNot,
+    "bitwise_not": UnaryOpType.BitwiseNot, "acosh": UnaryOpType.Acosh, "asinh": UnaryOpType.Asinh,
+    "atanh": UnaryOpType.Atanh, "erfinv": UnaryOpType.Erfinv, "erfcinv": UnaryOpType.Erfcinv,
+    "frac": UnaryOpType.Frac, "signbit": UnaryOpType.Signbit, "isneginf": UnaryOpType.IsNegInf,
+    "isposinf": UnaryOpType.IsPosInf, "isreal": UnaryOpType.IsReal,
 }  # fmt: skip
 
 BINARY_OPS: dict[str, BinaryOpType] = {
@@ -52,6 +55,8 @@ BINARY_OPS: dict[str, BinaryOpType] = {
     "ge": BinaryOpType.GE, "logical_and": BinaryOpType.LogicalAnd,
     "logical_or": BinaryOpType.LogicalOr, "bitwise_and": BinaryOpType.BitwiseAnd,
     "bitwise_or": BinaryOpType.BitwiseOr, "bitwise_xor": BinaryOpType.BitwiseXor,
+    "bitwise_left_shift": BinaryOpType.Lshift, "bitwise_right_shift": BinaryOpType.Rshift,
+    "nextafter": BinaryOpType.Nextafter, "gcd": BinaryOpType.Gcd,
 }  # fmt: skip
 
 # nvFuser ops this project does not compile or evaluate yet: a clear error, not a crash.
@@ -59,9 +64,7 @@ UNSUPPORTED_OPS = frozenset(
     """
     sdpfa_fwd sdpfa_bwd embedding_fwd index_select select gather take_along_axis scatter
     index_put_accumulate uniform normal rand_like randn_like topk argsort welford batch_norm
-    cumsum triu scaled_mm grouped_mm add_alpha sub_alpha addcmul nextafter gcd erfinv erfcinv
-    frac real imag signbit bitwise_left_shift bitwise_right_shift logical_right_shift isneginf
-    isposinf isreal stride_order reduction_op
+    cumsum triu scaled_mm grouped_mm stride_order
     """.split()  # noqa: SIM905
 )
 
@@ -159,6 +162,35 @@ class Operators:
     @user_call("threshold")
     def threshold(self, arg: Any, threshold: Any, value: Any) -> Tensor | Scalar:
         return self._wrap(arith.threshold(*(self._val(v, "threshold") for v in (arg, threshold, value))))
+
+    @user_call("add_alpha")
+    def add_alpha(self, arg1: Any, arg2: Any, arg3: Any) -> Tensor | Scalar:
+        a, b, alpha = (self._val(v, "add_alpha", n) for v, n in ((arg1, "arg1"), (arg2, "arg2"), (arg3, "arg3")))
+        return self._wrap(arith.add_alpha(a, b, alpha))
+
+    @user_call("sub_alpha")
+    def sub_alpha(self, arg1: Any, arg2: Any, arg3: Any) -> Tensor | Scalar:
+        a, b, alpha = (self._val(v, "sub_alpha", n) for v, n in ((arg1, "arg1"), (arg2, "arg2"), (arg3, "arg3")))
+        return self._wrap(arith.add_alpha(a, b, alpha, BinaryOpType.Sub))
+
+    @user_call("addcmul")
+    def addcmul(self, arg1: Any, arg2: Any, arg3: Any, arg4: Any) -> Tensor | Scalar:
+        names = ("arg1", "arg2", "arg3", "arg4")
+        vals = [self._val(v, "addcmul", n) for v, n in zip((arg1, arg2, arg3, arg4), names, strict=True)]
+        return self._wrap(arith.addcmul(*vals))
+
+    @user_call("logical_right_shift")
+    def logical_right_shift(self, arg1: Any, arg2: Any) -> Tensor | Scalar:
+        x, shift = self._val(arg1, "logical_right_shift", "arg1"), self._val(arg2, "logical_right_shift", "arg2")
+        return self._wrap(arith.logical_right_shift(x, shift))
+
+    @user_call("real")
+    def real(self, arg: Any) -> Tensor | Scalar:
+        return self._wrap(arith.real(self._val(arg, "real")))
+
+    @user_call("imag")
+    def imag(self, arg: Any) -> Tensor | Scalar:
+        return self._wrap(arith.imag(self._val(arg, "imag")))
 
     @user_call("set")
     def set(self, arg: Any) -> Tensor:

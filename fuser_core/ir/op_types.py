@@ -24,6 +24,7 @@ import numpy as np
 #   "none"       the operand keeps its type (relu, floor, ...)
 #   "bool"       the operand is cast to Bool (logical ops)
 #   "integral"   integers or bools only (bitwise ops)
+#   "floating"   the operand keeps its type, which must be a real floating type (frac)
 Promotion = str
 
 
@@ -35,6 +36,7 @@ class OpRule:
     inline: str | None = None  # C operator printed infix/prefix, if any
     float_suffix: bool = False  # printed with an `f` when the output is Float
     bool_output: bool = False
+    real_only: bool = False  # complex operands are refused (no such CUDA function)
 
 
 def _c_int_div(a: Any, b: Any) -> Any:
@@ -106,6 +108,82 @@ def _exact(fn: Callable[[float], float]) -> Callable[[Any], Any]:
     return apply
 
 
+_SQRT_PI = math.sqrt(math.pi)
+
+
+def _solve_decreasing(fn: Callable[[float], float], target: float, lo: float, hi: float, z: float) -> float:
+    """The z in [lo, hi] with fn(z) == target, fn decreasing with derivative
+    -2/sqrt(pi) exp(-z^2) (erfc): Newton's method, kept inside a shrinking bracket."""
+    for _ in range(200):
+        f = fn(z) - target
+        if f == 0:
+            return z
+        if f > 0:
+            lo = z
+        else:
+            hi = z
+        slope = -2.0 / _SQRT_PI * math.exp(-z * z)
+        new = z - f / slope if slope != 0 else (lo + hi) / 2
+        if not lo < new < hi:
+            new = (lo + hi) / 2
+        if abs(new - z) <= 4e-16 * max(1.0, abs(z)):
+            return new
+        z = new
+    return z
+
+
+def _erfcinv(y: float) -> float:
+    """The z with erfc(z) == y, to double precision; y outside [0, 2] is NaN."""
+    if math.isnan(y) or y < 0 or y > 2:
+        return math.nan
+    if y == 0:
+        return math.inf
+    if y == 2:
+        return -math.inf
+    if y > 1:
+        return -_erfcinv(2 - y)
+    return _solve_decreasing(math.erfc, y, 0.0, 27.3, math.sqrt(max(-math.log(y), 0.0)))
+
+
+def _erfinv(x: float) -> float:
+    """The z with erf(z) == x; small |x| solved on erf itself (1 - x would lose digits)."""
+    if math.isnan(x) or abs(x) > 1:
+        return math.nan
+    a = abs(x)
+    if a <= 0.5:
+        z = _solve_decreasing(lambda t: -math.erf(t), -a, 0.0, 0.5, a * _SQRT_PI / 2)
+    else:
+        z = _erfcinv(1 - a)  # exact: 1 - a is representable for a in [0.5, 1]
+    return math.copysign(z, x)
+
+
+def _signbit(x: Any) -> Any:
+    arr = np.asarray(x)
+    return np.signbit(arr) if arr.dtype.kind == "f" else np.less(arr, 0)
+
+
+def _isneginf(x: Any) -> Any:
+    return np.isinf(x) & np.less(x, 0)
+
+
+def _isposinf(x: Any) -> Any:
+    return np.isinf(x) & np.greater(x, 0)
+
+
+def _isreal(x: Any) -> Any:
+    arr = np.asarray(x)
+    return np.imag(arr) == 0 if arr.dtype.kind == "c" else np.ones(arr.shape, dtype=bool)
+
+
+def _frac(x: Any) -> Any:
+    return np.subtract(x, np.trunc(x))
+
+
+def _gcd(a: Any, b: Any) -> Any:
+    """nvFuser's gcd helper: Euclid on the absolute values (gcd(0, 0) is 0)."""
+    return np.gcd(a, b)
+
+
 class UnaryOpType(enum.Enum):
     Abs = OpRule("abs", np.abs, "none")
     Neg = OpRule("neg", np.negative, "default", inline="-")
@@ -125,6 +203,9 @@ class UnaryOpType(enum.Enum):
     Sinh = OpRule("sinh", np.sinh, "float", float_suffix=True)
     Cosh = OpRule("cosh", np.cosh, "float", float_suffix=True)
     Tanh = OpRule("tanh", np.tanh, "float", float_suffix=True)
+    Acosh = OpRule("acosh", np.arccosh, "float", float_suffix=True)
+    Asinh = OpRule("asinh", np.arcsinh, "float", float_suffix=True)
+    Atanh = OpRule("atanh", np.arctanh, "float", float_suffix=True)
     Sigmoid = OpRule("sigmoid", _sigmoid, "float")
     Silu = OpRule("silu", lambda x: x * _sigmoid(x), "none")
     Relu = OpRule("relu", lambda x: np.maximum(x, np.zeros((), np.asarray(x).dtype)), "none")
@@ -134,6 +215,10 @@ class UnaryOpType(enum.Enum):
     Erf = OpRule("erf", _exact(math.erf), "float", float_suffix=True)
     Erfc = OpRule("erfc", _exact(math.erfc), "float", float_suffix=True)
     Lgamma = OpRule("lgamma", _exact(_lgamma), "float", float_suffix=True)
+    Erfinv = OpRule("erfinv", _exact(_erfinv), "float", float_suffix=True, real_only=True)
+    Erfcinv = OpRule("erfcinv", _exact(_erfcinv), "float", float_suffix=True, real_only=True)
+    Frac = OpRule("frac", _frac, "floating", real_only=True)
+    Signbit = OpRule("signbit", _signbit, "default", bool_output=True, real_only=True)
     Floor = OpRule("floor", np.floor, "none", float_suffix=True)
     Ceil = OpRule("ceil", np.ceil, "none", float_suffix=True)
     Round = OpRule("nearbyint", np.rint, "none", float_suffix=True)
@@ -142,6 +227,11 @@ class UnaryOpType(enum.Enum):
     IsNan = OpRule("isnan", np.isnan, "none", bool_output=True)
     IsInf = OpRule("isinf", np.isinf, "none", bool_output=True)
     IsFinite = OpRule("isfinite", np.isfinite, "none", bool_output=True)
+    IsNegInf = OpRule("isneginf", _isneginf, "none", bool_output=True, real_only=True)
+    IsPosInf = OpRule("isposinf", _isposinf, "none", bool_output=True, real_only=True)
+    IsReal = OpRule("isreal", _isreal, "none", bool_output=True)
+    Real = OpRule("std::real", np.real, "none")  # complex operands only; the output is real
+    Imag = OpRule("std::imag", np.imag, "none")
     LogicalNot = OpRule("logical_not", np.logical_not, "bool", inline="!")
     BitwiseNot = OpRule("bitwise_not", np.invert, "integral", inline="~")
     Cast = OpRule("cast", lambda x: x, "none")
@@ -175,6 +265,10 @@ class BinaryOpType(enum.Enum):
     BitwiseAnd = OpRule("bitwise_and", np.bitwise_and, "integral", inline="&")
     BitwiseOr = OpRule("bitwise_or", np.bitwise_or, "integral", inline="|")
     BitwiseXor = OpRule("bitwise_xor", np.bitwise_xor, "integral", inline="^")
+    Lshift = OpRule("lshift", np.left_shift, "integral", inline="<<")
+    Rshift = OpRule("rshift", np.right_shift, "integral", inline=">>")  # arithmetic on signed types
+    Nextafter = OpRule("nextafter", np.nextafter, "float_only", real_only=True)
+    Gcd = OpRule("gcd", _gcd, "integral")
 
     @property
     def rule(self) -> OpRule:

@@ -115,11 +115,29 @@ def _check_bool_arithmetic(op: UnaryOpType | BinaryOpType, dtype: DataType, valu
         raise FuserError(_NO_BOOL_OPS[op], op=op.rule.name, tensor=tv_name(value))
 
 
+# nvFuser's int-only ops (shifts, gcd) take integers, not bools.
+_INT_ONLY = frozenset({BinaryOpType.Lshift, BinaryOpType.Rshift, BinaryOpType.Gcd})
+
+
+def _check_real(op: UnaryOpType | BinaryOpType, operands: Sequence[Val]) -> None:
+    for value in operands:
+        if op.rule.real_only and value.dtype.is_complex:
+            raise FuserError(f"is not defined for complex {tv_name(value)} ({value.dtype!r})", op=op.rule.name)
+
+
 def unary(op: UnaryOpType, value: Val) -> Val:
     rule = op.rule
     name = rule.name
     _check_bool_arithmetic(op, value.dtype, value)
-    if rule.promotion == "bool":
+    _check_real(op, [value])
+    if rule.promotion == "floating":
+        if not value.dtype.is_floating:
+            raise FuserError(
+                f"needs a floating-point operand, got {tv_name(value)} ({value.dtype!r})",
+                op=name,
+                tensor=tv_name(value),
+            )
+    elif rule.promotion == "bool":
         value = cast(value, DataType.Bool, name) if value.dtype != DataType.Bool else value
     elif rule.promotion == "integral":
         if value.dtype.is_boolean:
@@ -142,6 +160,9 @@ def binary(op: BinaryOpType, lhs: Val, rhs: Val, promotion: str | None = None) -
     """`promotion` overrides the op's own rule (truediv is Div with "float")."""
     rule = op.rule
     promotion = promotion or rule.promotion
+    _check_real(op, [lhs, rhs])
+    if op in _INT_ONLY and not (lhs.dtype.is_integral and rhs.dtype.is_integral):
+        raise FuserError(f"needs integer operands, got {lhs.dtype!r} and {rhs.dtype!r}", op=rule.name)
     if promotion == "bool":
         lhs, rhs = (cast(v, DataType.Bool, rule.name) if v.dtype != DataType.Bool else v for v in (lhs, rhs))
         dtype = DataType.Bool
@@ -149,6 +170,11 @@ def binary(op: BinaryOpType, lhs: Val, rhs: Val, promotion: str | None = None) -
         dtype = common_type([lhs, rhs], promotion, op=rule.name)
         if promotion == "integral" and not (dtype.is_integral or dtype.is_boolean):
             raise FuserError(f"needs integer or bool operands, got {lhs.dtype!r} and {rhs.dtype!r}", op=rule.name)
+        if promotion == "float_only" and dtype not in (DataType.Float, DataType.Double):
+            raise FuserError(
+                f"operands must promote to Float or Double, got {lhs.dtype!r} and {rhs.dtype!r} ({dtype!r})",
+                op=rule.name,
+            )
         _check_bool_arithmetic(op, dtype, lhs)
         lhs, rhs = _promote_operand(lhs, dtype, rule.name), _promote_operand(rhs, dtype, rule.name)
     out_dtype = DataType.Bool if rule.bool_output else dtype
@@ -203,3 +229,69 @@ def set_(tv: TensorView, op_type: str = "Set") -> TensorView:
     out = new_like(tv, tv.dtype)
     LoadStoreOp(out, tv, op_type)
     return out
+
+
+def real(value: Val) -> Val:
+    """The real part of a complex value (a real dtype); other values are copied, as
+    nvFuser's `real` does."""
+    if not value.dtype.is_complex:
+        return set_(value) if isinstance(value, TensorView) else value
+    return _complex_part(UnaryOpType.Real, value)
+
+
+def imag(value: Val) -> Val:
+    if not value.dtype.is_complex:
+        raise FuserError(
+            f"is only for complex values, got {tv_name(value)} ({value.dtype!r})", op="imag", tensor=tv_name(value)
+        )
+    return _complex_part(UnaryOpType.Imag, value)
+
+
+def _complex_part(op: UnaryOpType, value: Val) -> Val:
+    dtype = real_of(value.dtype)
+    out: Val = new_like(value, dtype) if isinstance(value, TensorView) else Scalar(dtype)
+    UnaryOp(op, out, value)
+    return out
+
+
+def _alpha(alpha: Val, op: str) -> Val:
+    if isinstance(alpha, TensorView):
+        raise FuserError(f"alpha must be a scalar, not tensor {tv_name(alpha)}", op=op, tensor=tv_name(alpha))
+    return alpha
+
+
+def add_alpha(lhs: Val, rhs: Val, alpha: Val, op: BinaryOpType = BinaryOpType.Add) -> Val:
+    """`lhs + rhs * alpha` (or `-` for sub_alpha), the operands promoted together first."""
+    name = "add_alpha" if op == BinaryOpType.Add else "sub_alpha"
+    alpha = _alpha(alpha, name)
+    dtype = common_type([lhs, rhs], "default", op=name)
+    lhs, rhs, alpha = (_promote_operand(v, dtype, name) for v in (lhs, rhs, alpha))
+    return binary(op, lhs, binary(BinaryOpType.Mul, rhs, alpha))
+
+
+def addcmul(base: Val, a: Val, b: Val, value: Val) -> Val:
+    """`base + a * (b * value)`, in nvFuser's order of operations."""
+    value = _alpha(value, "addcmul")
+    dtype = common_type([base, a, b], "default", op="addcmul")
+    base, a, b, value = (_promote_operand(v, dtype, "addcmul") for v in (base, a, b, value))
+    return binary(BinaryOpType.Add, base, binary(BinaryOpType.Mul, a, binary(BinaryOpType.Mul, b, value)))
+
+
+def logical_right_shift(x: Val, shift: Val) -> Val:
+    """Shift right filling with zeros, as nvFuser composes it: the arithmetic shift,
+    with the sign bits it copied cleared again by a mask."""
+    for v in (x, shift):
+        if not v.dtype.is_integral:
+            raise FuserError(
+                f"needs integer operands, got {tv_name(v)} ({v.dtype!r})", op="logical_right_shift", tensor=tv_name(v)
+            )
+    bits = sm.const(64 if x.dtype == DataType.Int else 32, DataType.Int)
+    neg_one, one, two = (sm.const(v, DataType.Int) for v in (-1, 1, 2))
+    mask = where(
+        binary(BinaryOpType.GE, shift, bits),
+        neg_one,
+        binary(BinaryOpType.Sub, binary(BinaryOpType.Pow, two, shift), one),
+    )
+    shifted_mask = binary(BinaryOpType.Lshift, mask, binary(BinaryOpType.Sub, bits, shift))
+    shifted = binary(BinaryOpType.Rshift, x, shift)
+    return where(unary(UnaryOpType.Signbit, x), binary(BinaryOpType.BitwiseXor, shifted_mask, shifted), shifted)
