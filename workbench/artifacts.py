@@ -323,7 +323,6 @@ def parse_transform_blocks(text: str) -> tuple[TransformBlock, ...]:
     return tuple(blocks)
 
 
-
 @dataclass(frozen=True)
 class Stage:
     """One stage's printed form: the key of its dump option (where one exists), a short
@@ -336,7 +335,9 @@ class Stage:
 
 def passes_text(passes: Sequence[PassArtifact]) -> str:
     """As fuser_core's `fusion_ir_preseg` dump prints the passes' record."""
-    text = "".join(f"  {p.name}: {'changed' if p.changed else 'no change'} ({p.seconds * 1e3:.3f} ms)\n" for p in passes)
+    text = "".join(
+        f"  {p.name}: {'changed' if p.changed else 'no change'} ({p.seconds * 1e3:.3f} ms)\n" for p in passes
+    )
     last = passes[-1].ir_after if passes else ""
     return "Pre-segmentation passes:\n" + text + "Fusion IR after pre-segmentation passes:\n" + last
 
@@ -349,7 +350,9 @@ def stages(a: Artifacts) -> tuple[Stage, ...]:
     """Every stage of a run in pipeline order; per-kernel stages once codegen fills them."""
     found = [
         Stage("fusion_ir_original", "original IR", a.original_ir),
-        Stage("fusion_ir_concretized", "concretization", a.concretization + "\nConcretized Fusion:\n" + a.concretized_ir),
+        Stage(
+            "fusion_ir_concretized", "concretization", a.concretization + "\nConcretized Fusion:\n" + a.concretized_ir
+        ),
         Stage("cache_events", "cache", a.cache_line + "\n"),
         Stage("fusion_args", "arguments", "Arguments:\n" + "".join(f"  {line}\n" for line in a.arguments)),
         Stage("fusion_ir_preseg", "passes", passes_text(a.passes)),

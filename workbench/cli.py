@@ -43,8 +43,8 @@ from workbench.render.diffs import render_run_diff
 from workbench.report import html_report, json_report
 from workbench.samples import SAMPLES_DIR, resolve_script
 from workbench.session import (
-    DEFAULT_MAX_INPUT_BYTES,
     BACKENDS,
+    DEFAULT_MAX_INPUT_BYTES,
     RunOptions,
     RunResult,
     Session,

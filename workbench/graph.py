@@ -39,7 +39,9 @@ def segment_graph(a: Artifacts, title: str = "") -> graphviz.Digraph:
     crossing = {(e.tensor, e.consumer): e for e in a.edges}
     for g in a.groups:
         with dot.subgraph(name=f"cluster_g{g.id}") as sub:
-            sub.attr(label=f"g{g.id} {g.scheduler}", style="filled", fillcolor=SCHEDULER_COLORS.get(g.scheduler, "white"))
+            sub.attr(
+                label=f"g{g.id} {g.scheduler}", style="filled", fillcolor=SCHEDULER_COLORS.get(g.scheduler, "white")
+            )
             sub.node(f"g{g.id}_anchor", label="", shape="point", style="invis")
             for e in a.exprs:
                 if e.group == g.id:

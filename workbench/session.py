@@ -229,7 +229,9 @@ class Session:
         if loaded.inputs is None:
             raise FuserError(f"{name} has no inputs in the script to run it with")
         self.definition = name
-        self.slots = [_slot(i, v, s) for i, (v, s) in enumerate(zip(loaded.fd.fusion.inputs, loaded.inputs, strict=True))]
+        self.slots = [
+            _slot(i, v, s) for i, (v, s) in enumerate(zip(loaded.fd.fusion.inputs, loaded.inputs, strict=True))
+        ]
         self.shapes = [s.spec.shape for s in self.tensor_slots]
         self.scalars = [s.spec.value for s in self.scalar_slots]
 
@@ -269,7 +271,7 @@ class Session:
 
     def input_specs(self) -> list[Any]:
         shapes, scalars = iter(self.shapes), iter(self.scalars)
-        specs = []
+        specs: list[Any] = []
         for slot in self.slots:
             if slot.rank is None:
                 specs.append(ScalarSpec(next(scalars)))
@@ -373,7 +375,7 @@ def resized_spec(spec: TensorSpec, shape: tuple[int, ...]) -> TensorSpec:
     """The bundled spec at another shape: the same dtype, fill and stride order, dense."""
     if shape == spec.shape:
         return spec
-    order = sorted(range(len(shape)), key=lambda a: (spec.strides[a] if spec.strides else 0), reverse=True)
+    order = sorted(range(len(shape)), key=lambda a: spec.strides[a] if spec.strides else 0, reverse=True)
     strides = [0] * len(shape)
     step = 1
     for axis in reversed(order):

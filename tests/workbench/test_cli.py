@@ -371,3 +371,107 @@ def test_an_internal_error_is_one_line_unless_a_traceback_is_asked_for(monkeypat
     monkeypatch.setenv("FUSER_TRACEBACK", "1")
     with pytest.raises(RuntimeError, match="an invariant broke"):
         run_cli("dump", "softmax")
+
+
+# -- diff, graph, metrics, report, rich dumps --------------------------------------------------
+
+RESIZE_SHAPES = ["--shapes", "8x3x2x5x6", "8x4x4x3x5"]
+
+
+def test_diff_prints_a_summary_per_stage_and_the_diff_of_what_changed(capsys):
+    code, text = run_cli(
+        "diff", RESIZE.stem, *RESIZE_SHAPES, "--a", "--disable concretize_resize_extents", "--b", "", "--no-color"
+    )
+    assert code == 0, capsys.readouterr().err
+    lines = text.splitlines()
+    assert lines[0] == "== nvfuser_fusion_id0 (line 46)"
+    assert lines[1].startswith("a: shapes 8x3x2x5x6 8x4x4x3x5 ") and "--disable concretize_resize_extents" in lines[1]
+    assert "original IR: same" in lines and "arguments: same" in lines
+    assert any(re.fullmatch(r"concretization: \d+ lines changed", line) for line in lines)
+    assert any(line.startswith("time: reference backend: nothing launched") for line in lines)
+    assert "+ConcretizationInfo (concretize_resize_extents=on)" in lines
+    assert "original IR: same ─" not in text  # only changed stages get a diff
+
+
+def test_diff_of_two_shape_sets(capsys):
+    code, text = run_cli(
+        "diff", RESIZE.stem, "--a", "--shapes 8x3x2x5x6 8x4x4x3x5", "--b", "--shapes 16x3x2x5x6 16x4x4x3x5"
+    )
+    assert code == 0, capsys.readouterr().err
+    assert "arguments: 2 lines changed" in text
+    assert re.search(r"^\+  0: T0 .*shape \[16, 3, 2, 5, 6\]", text, re.MULTILINE)
+    assert "original IR: same" in text and "segmenter log: same" in text
+
+
+def test_dump_takes_shapes_and_renders_tables(capsys):
+    code, text = run_cli_with_dumps(
+        capsys, "dump", RESIZE.stem, *RESIZE_SHAPES, "--dump", "fusion_ir_presched,fusion_args"
+    )
+    assert code == 0
+    assert "T2_l[ iS10{i0}, bS24{1}rf, iS25{4}rf, bS26{1}rf, iS27{5}rf ]" in text
+    assert "┃ group ┃ scheduler ┃" in text
+    assert "shape [8, 4, 4, 3, 5]" in text
+
+
+def test_dump_in_colour_when_asked(capsys):
+    code, text = run_cli("dump", RESIZE.stem, *RESIZE_SHAPES, "--dump", "cache_events", "--color")
+    assert code == 0
+    assert "\x1b[" in text and "cache: miss" in text
+
+
+def test_an_unavailable_backend_is_a_one_line_error_and_nothing_runs(capsys):
+    code, text = run_cli("dump", RESIZE.stem, "--dump", "cache_events", "--backend", "cuda")
+    captured = capsys.readouterr()
+    assert code == 1 and "cache:" not in text + captured.out
+    message = one_error_line(captured.err)
+    assert "the cuda backend is not available" in message and "--backend reference" in message
+
+
+def test_a_bad_shape_on_the_command_line_is_a_one_line_error(capsys):
+    code, _ = run_cli("dump", RESIZE.stem, "--dump", "cache_events", "--shapes", "8x3x2x5", "8x4x4x3x5")
+    assert code == 1
+    assert "input 0 (T0) is 5-D in the definition" in one_error_line(capsys.readouterr().err)
+
+
+def test_graph_writes_dot_and_an_svg_without_dot_says_how_to_install_it(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "segments.dot"
+    code, text = run_cli("graph", "issue785_reduction_pow", "--shapes", "4x8x64", "4x8x64", "-o", str(out))
+    assert code == 0 and text == f"wrote {out}\n"
+    source = out.read_text()
+    assert "subgraph cluster_g0" in source and "subgraph cluster_g1" in source and "style=dashed" in source
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    code, _ = run_cli("graph", "issue785_reduction_pow", "--shapes", "4x8x64", "4x8x64", "-o", str(tmp_path / "g.png"))
+    assert code == 1
+    message = one_error_line(capsys.readouterr().err)
+    assert "needs Graphviz's `dot` program" in message and "apt-get install graphviz" in message
+    assert (tmp_path / "g.dot").exists()
+
+
+def test_metrics_writes_one_row_per_kernel_per_run(tmp_path):
+    out = tmp_path / "runs.csv"
+    code, text = run_cli("metrics", "rope_issue2795", "issue785_reduction_pow", "-o", str(out), "--seed", "1")
+    assert code == 0 and text == f"wrote 3 rows to {out}\n"
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("fusion,definition,run,group,scheduler,kernel,shapes,options,backend,device,time_us")
+    assert [line.split(",")[:5] for line in lines[1:]] == [
+        ["rope_issue2795.py", "nvfuser_fusion_id0", "0", "g0", "pointwise"],
+        ["issue785_reduction_pow.py", "nvfuser_fusion_id6", "0", "g0", "reduction"],
+        ["issue785_reduction_pow.py", "nvfuser_fusion_id6", "0", "g1", "pointwise"],
+    ]
+
+
+def test_report_writes_html_and_json(tmp_path):
+    html = tmp_path / "run.html"
+    code, text = run_cli("report", "issue785_reduction_pow", "--shapes", "4x8x64", "4x8x64", "-o", str(html))
+    assert code == 0 and text == f"wrote {html}\n"
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "pre-scheduled IR" in page and "segmenter log" in page
+    data_path = tmp_path / "run.json"
+    code, _ = run_cli(
+        "report", "issue785_reduction_pow", "--shapes", "4x8x64", "4x8x64", "-o", str(data_path), "--json"
+    )
+    assert code == 0
+    import json
+
+    data = json.loads(data_path.read_text())
+    assert data["source"] == "issue785_reduction_pow.py" and len(data["artifacts"]["groups"]) == 2

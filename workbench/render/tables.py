@@ -38,9 +38,8 @@ def presched_ir(presched: str) -> Text:
             color = None  # a new top-level line that names no group
         piece = Text(line.rstrip("\n"), style=color or "")
         IR_HIGHLIGHTER.highlight(piece)
-        if color is not None:
-            if match:
-                piece.stylize(f"bold reverse {color}", match.start(), match.end())
+        if color is not None and match:
+            piece.stylize(f"bold reverse {color}", match.start(), match.end())
         text.append_text(piece)
         if line.endswith("\n"):
             text.append("\n")
@@ -160,7 +159,7 @@ def launches_table(a: Artifacts) -> RenderableType:
     table = Table(title="Kernel launches", title_justify="left")
     columns = ("group", "kernel", "time", "bytes", "GB/s", "of peak", "registers", "spills", "estimate")
     for column in columns:
-        table.add_column(column, justify="right" if column not in ("kernel", "estimate") else "left")
+        table.add_column(column, justify="left" if column in ("group", "kernel", "estimate") else "right")
     for r in a.launches:
         gbps = f"{r.gbps:.1f}" if r.gbps is not None else "-"
         peak = f"{r.fraction_of_peak:.0%}" if r.fraction_of_peak is not None else "-"
