@@ -1,0 +1,297 @@
+"""CUDA C++ from the kernel IR: one printer, and the small runtime header kernels include.
+
+The header is ours: the Tensor argument struct, 16-bit float types converted with PTX
+`cvt`, vector types for 16-byte accesses, and the device functions the element-wise ops
+print as (`where`, `relu`, NaN-propagating `fuser_fmax`, ...). A translation unit is the
+index typedef, the header and the kernel; `cuda_full` prints all of it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.errors import FuserError
+from fuser_core.ir.dtype import DataType
+
+RUNTIME_HEADER = r"""
+// ---- Fuser Workbench runtime header ----
+#define FUSER_INF __int_as_float(0x7f800000)
+#define FUSER_NAN __int_as_float(0x7fffffff)
+
+template <typename T, int N, int A>
+struct Tensor {
+  T* data;
+  nvfuser_index_t logical_size[N > 0 ? N : 1];
+  nvfuser_index_t alloc_stride[A > 0 ? A : 1];
+  __device__ T& operator[](nvfuser_index_t i) { return data[i]; }
+};
+
+template <typename T, int W>
+struct alignas(sizeof(T) * W) Vec {
+  T v[W];
+};
+
+template <typename T, int W>
+__device__ __forceinline__ void vectorCopy(T* dst, const T* src) {
+  *reinterpret_cast<Vec<T, W>*>(dst) = *reinterpret_cast<const Vec<T, W>*>(src);
+}
+
+struct alignas(2) __half { unsigned short x; };
+struct alignas(2) __bfloat { unsigned short x; };
+
+__device__ __forceinline__ __half __float2half(const float f) {
+  __half h;
+  asm("{ cvt.rn.f16.f32 %0, %1; }\n" : "=h"(h.x) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ float __half2float(const __half h) {
+  float f;
+  asm("{ cvt.f32.f16 %0, %1; }\n" : "=f"(f) : "h"(h.x));
+  return f;
+}
+__device__ __forceinline__ __bfloat __float2bfloat(const float f) {
+  __bfloat b;
+  asm("{ cvt.rn.bf16.f32 %0, %1; }\n" : "=h"(b.x) : "f"(f));
+  return b;
+}
+__device__ __forceinline__ float __bfloat2float(const __bfloat b) {
+  return __uint_as_float(static_cast<unsigned int>(b.x) << 16);
+}
+
+template <typename T> __device__ __forceinline__ T where(bool c, T a, T b) { return c ? a : b; }
+__device__ __forceinline__ float relu(float x) { return x > 0.f ? x : 0.f; }
+__device__ __forceinline__ double relu(double x) { return x > 0. ? x : 0.; }
+__device__ __forceinline__ int relu(int x) { return x > 0 ? x : 0; }
+__device__ __forceinline__ int64_t relu(int64_t x) { return x > 0 ? x : 0; }
+__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+__device__ __forceinline__ double sigmoid(double x) { return 1. / (1. + exp(-x)); }
+__device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
+__device__ __forceinline__ double silu(double x) { return x / (1. + exp(-x)); }
+__device__ __forceinline__ float reciprocal(float x) { return 1.f / x; }
+__device__ __forceinline__ double reciprocal(double x) { return 1. / x; }
+template <typename T> __device__ __forceinline__ T sign(T x) { return (T)((x > (T)0) - (x < (T)0)); }
+template <typename T> __device__ __forceinline__ T fuser_fmax(T a, T b) {
+  return (a != a) ? a : ((b != b) ? b : (a > b ? a : b));
+}
+template <typename T> __device__ __forceinline__ T fuser_fmin(T a, T b) {
+  return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
+}
+__device__ __forceinline__ float remainder(float a, float b) {
+  float r = fmodf(a, b);
+  return (r != 0.f && ((r < 0.f) != (b < 0.f))) ? r + b : r;
+}
+__device__ __forceinline__ double remainder(double a, double b) {
+  double r = fmod(a, b);
+  return (r != 0. && ((r < 0.) != (b < 0.))) ? r + b : r;
+}
+template <typename T> __device__ __forceinline__ T fuser_iremainder(T a, T b) {
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> __device__ __forceinline__ T ceilDiv(T a, T b) { return (a + b - 1) / b; }
+template <typename T> __device__ __forceinline__ T fuser_ipow(T a, T b) {
+  if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+  T r = 1;
+  while (b) { if (b & 1) r *= a; a *= a; b >>= 1; }
+  return r;
+}
+__device__ __forceinline__ float lerp(float s, float e, float w) {
+  return w < 0.5f ? s + w * (e - s) : e - (e - s) * (1.f - w);
+}
+__device__ __forceinline__ double lerp(double s, double e, double w) {
+  return w < 0.5 ? s + w * (e - s) : e - (e - s) * (1. - w);
+}
+template <typename T> __device__ __forceinline__ T clamp(T x, T lo, T hi) {
+  return fuser_fmin(fuser_fmax(x, lo), hi);
+}
+template <typename T> __device__ __forceinline__ T threshold(T x, T t, T v) { return x <= t ? v : x; }
+// ---- end of runtime header ----
+"""
+
+# Ops whose CUDA spelling differs from their printed name, per compute type.
+_FLOAT_SUFFIX = {
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos", "atan",
+    "sinh", "cosh", "tanh", "sqrt", "rsqrt", "erf", "erfc", "lgamma", "floor", "ceil", "nearbyint", "trunc",
+    "fmod", "atan2", "pow",
+}  # fmt: skip
+_RENAMED = {"fmax": "fuser_fmax", "fmin": "fuser_fmin"}
+
+_STORAGE = {
+    DataType.Half: "__half",
+    DataType.BFloat16: "__bfloat",
+}
+
+
+def ctype(dtype: DataType) -> str:
+    if dtype in (DataType.Float8_e4m3fn, DataType.Float8_e5m2) or dtype.is_complex:
+        raise FuserError(f"{dtype!r} has no CUDA code generation yet", op="codegen")
+    return _STORAGE.get(dtype, dtype.cuda)
+
+
+def _call_name(node: k.Call) -> str:
+    fn = node.fn
+    arg = node.args[-1].dtype if node.args else node.dtype
+    if fn == "abs":
+        return "fabsf" if arg == DataType.Float else ("fabs" if arg == DataType.Double else "abs")
+    if fn == "pow" and arg.is_integral:
+        return "fuser_ipow"
+    if fn == "remainder" and arg.is_integral:
+        return "fuser_iremainder"
+    if fn in _FLOAT_SUFFIX and arg == DataType.Float:
+        return fn + "f"
+    return _RENAMED.get(fn, fn)
+
+
+def expr(node: k.Node) -> str:
+    if isinstance(node, k.Const):
+        return _const(node)
+    if isinstance(node, k.Var | k.ScalarParam):
+        return node.name
+    if isinstance(node, k.TensorField):
+        return f"{node.tensor}.{node.field}[{node.axis}]"
+    if isinstance(node, k.Bin):
+        return f"({expr(node.a)} {node.op} {expr(node.b)})"
+    if isinstance(node, k.Un):
+        return f"({node.op}{expr(node.a)})"
+    if isinstance(node, k.Call):
+        return f"{_call_name(node)}({', '.join(expr(a) for a in node.args)})"
+    if isinstance(node, k.Cast):
+        return _cast(node.a.dtype, node.dtype, expr(node.a))
+    if isinstance(node, k.Read):
+        return f"{node.buffer}[{expr(node.index)}]"
+    raise TypeError(f"unknown kernel IR expression {node!r}")
+
+
+def _const(node: k.Const) -> str:
+    value = node.value
+    if isinstance(value, bool) or node.dtype == DataType.Bool:
+        return "true" if value else "false"
+    if node.dtype in _STORAGE:
+        convert = "__float2half" if node.dtype == DataType.Half else "__float2bfloat"
+        return f"{convert}({_const(k.Const(DataType.Float, value))})"
+    if node.dtype.is_floating:
+        v = float(value)
+        suffix = "f" if node.dtype != DataType.Double else ""
+        if math.isnan(v):
+            return "FUSER_NAN" if suffix else "NAN"
+        if math.isinf(v):
+            inf = "FUSER_INF" if suffix else "INFINITY"
+            return inf if v > 0 else f"(-{inf})"
+        return f"{v!r}{suffix}" if "e" in repr(v) or "." in repr(v) else f"{v!r}.0{suffix}"
+    iv = int(value)
+    if node.dtype in (DataType.Int, DataType.UInt64) and not -(2**31) <= iv < 2**31:
+        return f"{iv}LL"
+    return str(iv)
+
+
+def _cast(src: DataType, dst: DataType, text: str) -> str:
+    if src == dst:
+        return text
+    if src in _STORAGE:
+        name = "__half2float" if src == DataType.Half else "__bfloat2float"
+        return _cast(DataType.Float, dst, f"{name}({text})")
+    if dst in _STORAGE:
+        name = "__float2half" if dst == DataType.Half else "__float2bfloat"
+        inner = text if src == DataType.Float else f"(float)({text})"
+        return f"{name}({inner})"
+    return f"(({ctype(dst)})({text}))"
+
+
+class _Printer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("  " * depth + text)
+
+    def stmts(self, stmts: list[k.Stmt], depth: int) -> None:
+        for stmt in stmts:
+            self.stmt(stmt, depth)
+
+    def stmt(self, stmt: k.Stmt, depth: int) -> None:
+        if isinstance(stmt, k.For):
+            self._for(stmt, depth)
+        elif isinstance(stmt, k.If):
+            self.emit(depth, f"if ({expr(stmt.cond)}) {{")
+            self.stmts(stmt.then, depth + 1)
+            if stmt.orelse:
+                self.emit(depth, "} else {")
+                self.stmts(stmt.orelse, depth + 1)
+            self.emit(depth, "}")
+        elif isinstance(stmt, k.Alloc):
+            self._alloc(stmt, depth)
+        elif isinstance(stmt, k.Define):
+            self.emit(depth, f"{ctype(stmt.var.dtype)} {stmt.var.name} = {expr(stmt.value)};")
+        elif isinstance(stmt, k.Store):
+            self.emit(depth, f"{stmt.buffer}[{expr(stmt.index)}] = {expr(stmt.value)};")
+        elif isinstance(stmt, k.VectorCopy):
+            dst = f"&{stmt.dst}[{expr(stmt.dst_index)}]"
+            src = f"&{stmt.src}[{expr(stmt.src_index)}]"
+            self.emit(depth, f"vectorCopy<{ctype(stmt.dtype)}, {stmt.width}>({dst}, {src});")
+        elif isinstance(stmt, k.Sync):
+            self.emit(depth, "__syncthreads();")
+        else:
+            raise TypeError(f"unknown kernel IR statement {stmt!r}")
+
+    def _for(self, loop: k.For, depth: int) -> None:
+        name = loop.index.name
+        if loop.hardware is not None:
+            self.emit(depth, f"{{  // {loop.label}")
+            self.emit(depth + 1, f"const nvfuser_index_t {name} = {loop.hardware};")
+            if loop.guarded:
+                self.emit(depth + 1, f"if ({name} < {expr(loop.extent)}) {{")
+                self.stmts(loop.body, depth + 2)
+                self.emit(depth + 1, "}")
+            else:
+                self.stmts(loop.body, depth + 1)
+            self.emit(depth, "}")
+            return
+        if loop.kind in (k.LoopKind.unroll, k.LoopKind.vectorize):
+            self.emit(depth, "#pragma unroll")
+        elif loop.kind == k.LoopKind.unswitch:
+            self.emit(depth, "#pragma unroll 1")
+        header = f"for (nvfuser_index_t {name} = 0; {name} < {expr(loop.extent)}; ++{name}) {{  // {loop.label}"
+        self.emit(depth, header)
+        self.stmts(loop.body, depth + 1)
+        self.emit(depth, "}")
+
+    def _alloc(self, stmt: k.Alloc, depth: int) -> None:
+        t = ctype(stmt.dtype)
+        if stmt.memory == k.Memory.shared:
+            self.emit(depth, f"__shared__ alignas(16) {t} {stmt.buffer}[{stmt.size}];")
+            return
+        init = " = {}" if stmt.zero else ""
+        self.emit(depth, f"alignas(16) {t} {stmt.buffer}[{stmt.size}]{init};")
+
+
+def kernel_signature(kernel: k.Kernel) -> str:
+    params = [f"Tensor<{ctype(t.dtype)}, {t.ndim}, {t.alloc_ndim}> {t.name}" for t in kernel.tensors]
+    params += [f"{ctype(s.dtype)} {s.name}" for s in kernel.scalars]
+    return f'extern "C" __global__ void {kernel.name}({", ".join(params)})'
+
+
+def print_kernel(kernel: k.Kernel) -> str:
+    """The kernel function alone (the `cuda_kernel` dump)."""
+    printer = _Printer()
+    printer.emit(0, kernel_signature(kernel) + " {")
+    printer.stmts(kernel.body, 1)
+    printer.emit(0, "}")
+    return "\n".join(printer.lines) + "\n"
+
+
+def index_typedef(kernel: k.Kernel) -> str:
+    return (
+        "typedef int nvfuser_index_t;"
+        if kernel.index_type == DataType.Int32
+        else "typedef long long int nvfuser_index_t;"
+    )
+
+
+def translation_unit(kernel: k.Kernel) -> str:
+    """Everything NVRTC (or nvcc) compiles: the `cuda_full` dump."""
+    prelude = (
+        "#ifdef __CUDACC_RTC__\ntypedef long long int int64_t;\ntypedef unsigned long long int uint64_t;\n"
+        "#else\n#include <cstdint>\n#endif\n"
+    )
+    return f"{prelude}{index_typedef(kernel)}\n{RUNTIME_HEADER}\n{print_kernel(kernel)}"

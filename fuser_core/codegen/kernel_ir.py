@@ -1,0 +1,303 @@
+"""The kernel IR: a small loop-nest language between a scheduled group and its CUDA text.
+
+Lowering (`lower.py`) builds it from the schedule's loop domains; the CUDA printer
+(`cuda.py`) and the CPU interpreter (`interpreter.py`) are two readers of the same tree,
+so what CI interprets is what the GPU runs. Expressions are frozen dataclasses with
+structural equality: equal index math is one value, which is how lowering shares work.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from fuser_core.ir.dtype import DataType
+
+# -- expressions ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Node:
+    dtype: DataType
+
+
+@dataclass(frozen=True)
+class Const(Node):
+    value: int | float | bool
+
+
+@dataclass(frozen=True)
+class Var(Node):
+    """A named scalar: a loop index, a hardware index, a local value."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class TensorField(Node):
+    """A run-time fact of a tensor argument: `T0.logical_size[1]`, `T0.alloc_stride[0]`."""
+
+    tensor: str
+    field: str  # "logical_size" or "alloc_stride"
+    axis: int
+
+
+@dataclass(frozen=True)
+class ScalarParam(Node):
+    """A scalar input of the fusion, passed by value."""
+
+    name: str
+
+
+# Operators printed infix; the interpreter gives each its C meaning.
+INFIX = ("+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "&", "|", "^", ">>", "<<")
+
+
+@dataclass(frozen=True)
+class Bin(Node):
+    op: str
+    a: Node
+    b: Node
+
+
+@dataclass(frozen=True)
+class Un(Node):
+    op: str  # "-", "!", "~"
+    a: Node
+
+
+@dataclass(frozen=True)
+class Call(Node):
+    """A device function of the runtime header (`exp`, `fmax`, `where`, `ceilDiv`, ...)."""
+
+    fn: str
+    args: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Cast(Node):
+    a: Node
+
+
+@dataclass(frozen=True)
+class Read(Node):
+    """One element of a buffer: a global tensor, a register array or shared memory."""
+
+    buffer: str
+    index: Node
+
+
+# -- statements -----------------------------------------------------------------------
+
+
+class LoopKind(enum.Enum):
+    serial = "serial"
+    unroll = "unroll"  # fully unrolled (`#pragma unroll`)
+    unswitch = "unswitch"
+    vectorize = "vectorize"  # lanes of one vector access, unrolled where not one access
+    block = "block"  # bound to blockIdx.*: no loop, one block per index
+    thread = "thread"  # bound to threadIdx.*
+
+
+class Memory(enum.Enum):
+    global_ = "global"
+    local = "local"
+    shared = "shared"
+
+
+@dataclass
+class Stmt:
+    pass
+
+
+@dataclass
+class For(Stmt):
+    index: Var
+    extent: Node
+    kind: LoopKind
+    body: list[Stmt] = field(default_factory=list)
+    hardware: str | None = None  # "blockIdx.x", "threadIdx.x", ... for bound loops
+    # A bound loop whose extent is smaller than the launch dimension is predicated.
+    guarded: bool = False
+    label: str = ""  # the IterDomain it comes from, for the kernel_ir dump
+
+
+@dataclass
+class If(Stmt):
+    cond: Node
+    then: list[Stmt] = field(default_factory=list)
+    orelse: list[Stmt] = field(default_factory=list)
+
+
+@dataclass
+class Alloc(Stmt):
+    buffer: str
+    dtype: DataType
+    size: int
+    memory: Memory
+    zero: bool = False  # zero-filled, so that predicated-off loads read a defined value
+
+
+@dataclass
+class Define(Stmt):
+    var: Var
+    value: Node
+
+
+@dataclass
+class Store(Stmt):
+    buffer: str
+    index: Node
+    value: Node
+
+
+@dataclass
+class VectorCopy(Stmt):
+    """`width` consecutive elements from `src[src_index]` to `dst[dst_index]` in one
+    access (16 bytes at most); one side is global memory, the other a register array."""
+
+    dst: str
+    dst_index: Node
+    src: str
+    src_index: Node
+    width: int
+    dtype: DataType
+
+
+@dataclass
+class Sync(Stmt):
+    pass
+
+
+# -- the kernel -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    name: str  # "T0"
+    dtype: DataType
+    ndim: int  # logical axes (no reductions)
+    alloc_ndim: int
+    is_output: bool
+    fusion_position: int  # position among the group fusion's inputs or outputs
+    vectorized: int = 1  # widest vector access made on it (alignment checked at launch)
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    name: str
+    dtype: DataType
+    fusion_position: int
+
+
+@dataclass(frozen=True)
+class LaunchDim:
+    """The extent one hardware index must cover, as an expression of the arguments."""
+
+    hardware: str  # "blockIdx.x", ...
+    extent: Node
+
+
+@dataclass
+class Kernel:
+    name: str
+    tensors: list[TensorArg]
+    scalars: list[ScalarArg]
+    body: list[Stmt]
+    launch: list[LaunchDim]
+    index_type: DataType  # Int32 or Int (int64)
+    shared_bytes: int = 0
+    vectorized: bool = False  # whether any VectorCopy is in the body
+
+    @property
+    def params(self) -> list[TensorArg | ScalarArg]:
+        return [*self.tensors, *self.scalars]
+
+
+def walk(stmts: list[Stmt]) -> Iterator[Stmt]:
+    for stmt in stmts:
+        yield stmt
+        if isinstance(stmt, For):
+            yield from walk(stmt.body)
+        elif isinstance(stmt, If):
+            yield from walk(stmt.then)
+            yield from walk(stmt.orelse)
+
+
+# -- the kernel_ir dump ---------------------------------------------------------------
+
+
+def expr_text(node: Node) -> str:
+    if isinstance(node, Const):
+        if isinstance(node.value, bool):
+            return "true" if node.value else "false"
+        return repr(node.value)
+    if isinstance(node, Var):
+        return node.name
+    if isinstance(node, ScalarParam):
+        return node.name
+    if isinstance(node, TensorField):
+        return f"{node.tensor}.{node.field}[{node.axis}]"
+    if isinstance(node, Bin):
+        return f"({expr_text(node.a)} {node.op} {expr_text(node.b)})"
+    if isinstance(node, Un):
+        return f"{node.op}{expr_text(node.a)}"
+    if isinstance(node, Call):
+        return f"{node.fn}({', '.join(expr_text(a) for a in node.args)})"
+    if isinstance(node, Cast):
+        return f"({node.dtype.cuda}) {expr_text(node.a)}"
+    if isinstance(node, Read):
+        return f"{node.buffer}[{expr_text(node.index)}]"
+    raise TypeError(f"unknown kernel IR expression {node!r}")
+
+
+def print_kernel_ir(kernel: Kernel) -> str:
+    lines = [f"%kernel {kernel.name} {{"]
+    for t in kernel.tensors:
+        role = "output" if t.is_output else "input"
+        lines.append(f"  {role} {t.name}: {t.dtype.cuda}[{t.ndim} axes, {t.alloc_ndim} allocated]")
+    for s in kernel.scalars:
+        lines.append(f"  scalar {s.name}: {s.dtype.cuda}")
+    for dim in kernel.launch:
+        lines.append(f"  launch {dim.hardware} = {expr_text(dim.extent)}")
+    lines.append(f"  index type: {kernel.index_type.cuda}")
+    _stmts(kernel.body, 1, lines)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _stmts(stmts: list[Stmt], depth: int, lines: list[str]) -> None:
+    pad = "  " * depth
+    for stmt in stmts:
+        if isinstance(stmt, For):
+            if stmt.hardware is not None:
+                guard = f" if {stmt.index.name} < {expr_text(stmt.extent)}" if stmt.guarded else ""
+                lines.append(f"{pad}PARALLEL {stmt.index.name} = {stmt.hardware}{guard}  // {stmt.label}")
+            else:
+                lines.append(
+                    f"{pad}FOR {stmt.index.name} in 0 .. {expr_text(stmt.extent)} ({stmt.kind.value})  // {stmt.label}"
+                )
+            _stmts(stmt.body, depth + 1, lines)
+        elif isinstance(stmt, If):
+            lines.append(f"{pad}IF {expr_text(stmt.cond)}:")
+            _stmts(stmt.then, depth + 1, lines)
+            if stmt.orelse:
+                lines.append(f"{pad}ELSE:")
+                _stmts(stmt.orelse, depth + 1, lines)
+        elif isinstance(stmt, Alloc):
+            zero = " = 0" if stmt.zero else ""
+            lines.append(f"{pad}ALLOCATE {stmt.buffer}: {stmt.dtype.cuda}[{stmt.size}] {stmt.memory.value}{zero}")
+        elif isinstance(stmt, Define):
+            lines.append(f"{pad}{stmt.var.dtype.cuda} {stmt.var.name} = {expr_text(stmt.value)}")
+        elif isinstance(stmt, Store):
+            lines.append(f"{pad}{stmt.buffer}[{expr_text(stmt.index)}] = {expr_text(stmt.value)}")
+        elif isinstance(stmt, VectorCopy):
+            lines.append(
+                f"{pad}VECTOR x{stmt.width} {stmt.dst}[{expr_text(stmt.dst_index)}] = "
+                f"{stmt.src}[{expr_text(stmt.src_index)}]"
+            )
+        elif isinstance(stmt, Sync):
+            lines.append(f"{pad}SYNC threads")
+        else:
+            raise TypeError(f"unknown kernel IR statement {stmt!r}")

@@ -1,0 +1,799 @@
+"""Lowering: a scheduled group's fusion becomes a kernel IR loop nest.
+
+Everything here is read off the schedule; nothing is decided per scheduler:
+
+- **Loops** are the tensors' loop domains. Loop IDs replayed from the reference share
+  its loops (their *concrete* ID is the end of the `replayed_from` chain); a tensor
+  inlined at `ca_pos` k is computed inside the first k loops it shares with its consumers,
+  and its other loop IDs become loops of its own. Parallel types bind loops to
+  blockIdx/threadIdx, `V` makes one vector access, `UR` an unrolled loop.
+- **Materialized** tensors (outputs, shared-memory tensors, and tensors inlined at
+  `ca_pos` < their loop count) get a loop nest and a buffer: a register array over their
+  own serial loops, a shared-memory tile, or the global output. Fully inlined tensors are
+  scalar values computed where a consumer needs them.
+- **Coordinates**: an output or a shared-memory tile computes its logical coordinates
+  from its own loop indices, walking its Split/Merge/Resize transforms backward (with a
+  bounds predicate where a split may not divide); every producer's coordinates come from
+  its consumer's through the op (a broadcast reads 0, a slice or pad shifts by the Resize
+  offset and a pad selects its value outside the input, a reshape inverts the consumer's
+  rfactor transforms). A tensor needed at two different coordinate functions (RoPE's
+  halves of one input) is computed once per function.
+- **Indices** linearize coordinates with the allocation strides: literals when
+  concretization made extents constant, `T0.logical_size[i]`/`alloc_stride[i]` otherwise;
+  zero for broadcast axes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.simplify import add, const_value, div, land, lt, mod, mul, rebuild, sub
+from fuser_core.errors import FuserError, InternalError
+from fuser_core.ir.base import Val
+from fuser_core.ir.dtype import DataType
+from fuser_core.ir.elementwise import BinaryOp, TernaryOp, UnaryOp
+from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.iter_domain import IterDomain, Merge, ParallelType, Resize, Split
+from fuser_core.ir.op_types import UnaryOpType
+from fuser_core.ir.scalar import Scalar
+from fuser_core.ir.tensor_exprs import (
+    BroadcastOp,
+    CatOp,
+    ExpandOp,
+    FullOp,
+    IotaOp,
+    LoadStoreOp,
+    PadOp,
+    ReductionOp,
+    SliceOp,
+    SqueezeOp,
+    ViewOp,
+    WelfordOp,
+)
+from fuser_core.ir.tensor_view import MemoryType, TensorView, transforms_between
+
+INDEX = DataType.Index
+HARDWARE = {
+    ParallelType.BIDx: "blockIdx.x",
+    ParallelType.BIDy: "blockIdx.y",
+    ParallelType.BIDz: "blockIdx.z",
+    ParallelType.TIDx: "threadIdx.x",
+    ParallelType.TIDy: "threadIdx.y",
+    ParallelType.TIDz: "threadIdx.z",
+}
+LOOP_KIND = {
+    ParallelType.Serial: k.LoopKind.serial,
+    ParallelType.Unroll: k.LoopKind.unroll,
+    ParallelType.Unswitch: k.LoopKind.unswitch,
+    ParallelType.Vectorize: k.LoopKind.vectorize,
+}
+
+Coords = tuple[k.Node, ...]
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One coordinate function of a tensor: its logical coordinates and when they are valid."""
+
+    coords: Coords
+    valid: k.Node
+
+
+TRUE = k.Const(DataType.Bool, True)
+
+
+def concrete(dim: IterDomain) -> IterDomain:
+    while dim.replayed_from is not None:
+        dim = dim.replayed_from
+    return dim
+
+
+def loop_var(dim: IterDomain) -> k.Var:
+    return k.Var(INDEX, f"i{concrete(dim).name}")
+
+
+@dataclass
+class _Scope:
+    body: list[k.Stmt]
+    concrete_id: int | None  # name of the concrete loop ID; None for the kernel body
+    memo: dict[tuple[int, Instance], k.Node] = field(default_factory=dict)
+
+
+class Lowering:
+    def __init__(self, fusion: Fusion, name: str, index_type: DataType, vectorize: bool = True) -> None:
+        self.fusion = fusion
+        self.name = name
+        self.index_type = index_type
+        self.vectorize = vectorize
+        self.exprs = [e for e in fusion.exprs() if e.is_tensor_op()]
+        self.inputs = [v for v in fusion.inputs if isinstance(v, TensorView)]
+        self.outputs = [v for v in fusion.outputs if isinstance(v, TensorView)]
+        self.scalars: dict[int, k.Node] = {}
+        self.tensor_args: list[k.TensorArg] = []
+        self.scalar_args: list[k.ScalarArg] = []
+        self._bind_arguments()
+        self.materialized: list[TensorView] = [
+            e.output for e in self.exprs if isinstance(e.output, TensorView) and self._is_materialized(e.output)
+        ]
+        self.instances: dict[int, list[Instance]] = {}
+        self.buffers: dict[tuple[int, Instance], str] = {}
+        self.launch: list[k.LaunchDim] = []
+        self.shared_bytes = 0
+        self.vector_widths: dict[str, int] = {}
+        self.body: list[k.Stmt] = []
+        self.stack: list[_Scope] = [_Scope(self.body, None)]
+        self.computing: TensorView | None = None
+        self.local_names: dict[str, int] = {}
+        self.alloc_depth: dict[int, int] = {}
+
+    # -- arguments and extents ---------------------------------------------------------
+    def _bind_arguments(self) -> None:
+        for pos, tv in enumerate(self.inputs):
+            self._bind_tensor(tv, pos, is_output=False)
+        for pos, tv in enumerate(self.outputs):
+            if tv not in self.inputs:
+                self._bind_tensor(tv, pos, is_output=True)
+        for pos, val in enumerate(self.fusion.inputs):
+            if isinstance(val, Scalar) and not val.is_const:
+                name = f"s{val.name}"
+                self.scalar_args.append(k.ScalarArg(name, val.dtype, pos))
+                self.scalars[id(val)] = k.ScalarParam(val.dtype, name)
+
+    def _bind_tensor(self, tv: TensorView, pos: int, is_output: bool) -> None:
+        logical = tv.logical_no_reductions()
+        alloc = [d for d in tv.domain.maybe_allocation if not d.is_reduction]
+        self.tensor_args.append(k.TensorArg(f"T{tv.name}", tv.dtype, len(logical), len(alloc), is_output, pos))
+        for axis, dim in enumerate(logical):
+            extent = dim.maybe_expanded_extent
+            if not extent.is_const:
+                self.scalars.setdefault(id(extent), k.TensorField(INDEX, f"T{tv.name}", "logical_size", axis))
+
+    def scalar(self, val: Val, dtype: DataType | None = None) -> k.Node:
+        """A fusion scalar as a kernel expression: a literal, an argument, or math on them."""
+        assert isinstance(val, Scalar), val
+        node = self._scalar(val)
+        if dtype is not None and node.dtype != dtype:
+            if isinstance(node, k.Const):
+                return k.Const(dtype, _convert_const(node.value, dtype))
+            return k.Cast(dtype, node)
+        return node
+
+    def _scalar(self, val: Scalar) -> k.Node:
+        if val.is_const:
+            return k.Const(val.dtype if val.dtype != DataType.Null else INDEX, val.value)  # type: ignore[arg-type]
+        found = self.scalars.get(id(val))
+        if found is not None:
+            return found
+        expr = val.definition
+        if isinstance(expr, BinaryOp | UnaryOp | TernaryOp):
+            node = self._elementwise(expr, [self._scalar(v) for v in expr.inputs])  # type: ignore[arg-type]
+            self.scalars[id(val)] = node
+            return node
+        raise InternalError(f"kernel {self.name}: no kernel argument gives the value of {val}")
+
+    def extent(self, dim: IterDomain) -> k.Node:
+        return self.scalar(dim.extent, INDEX)
+
+    # -- what is materialized -----------------------------------------------------------
+    def _is_materialized(self, tv: TensorView) -> bool:
+        if tv in self.outputs or tv.memory_type == MemoryType.Shared:
+            return True
+        return 0 < tv.compute_at_pos < len(tv.loop) or (tv.compute_at_pos == 0 and bool(tv.uses))
+
+    def _own_coords_roots(self, tv: TensorView) -> bool:
+        return tv in self.outputs or tv.memory_type == MemoryType.Shared
+
+    # -- coordinates --------------------------------------------------------------------
+    def own_instance(self, tv: TensorView, lanes: Mapping[int, k.Node] | None = None) -> Instance:
+        """Logical coordinates from the tensor's own loop indices, and their bounds: a
+        logical index is checked only where a split may not divide or a shared loop runs
+        past this tensor's own extent (the checks of inner IDs follow from it)."""
+        index: dict[int, k.Node] = {}
+        overflow: dict[int, bool] = {}
+        for dim in tv.loop:
+            var: k.Node = loop_var(dim)
+            if lanes is not None and concrete(dim).name in lanes:
+                var = lanes[concrete(dim).name]
+            index[id(dim)] = var
+            overflow[id(dim)] = concrete(dim) is not dim and not _same_extent(dim, concrete(dim))
+        valid: k.Node = TRUE
+        for expr in reversed(transforms_between(tv.logical, tv.loop)):
+            valid = land(valid, self._backward(expr, index))
+            _propagate_overflow(self, expr, overflow)
+        coords: list[k.Node] = []
+        for dim in tv.logical_no_reductions():
+            if dim.is_broadcast:
+                coords.append(k.Const(INDEX, 0))
+                continue
+            coords.append(index[id(dim)])
+            if overflow.get(id(dim), False):
+                valid = land(valid, lt(index[id(dim)], self.extent(dim)))
+        return Instance(tuple(coords), valid)
+
+    def _backward(self, expr: object, index: dict[int, k.Node]) -> k.Node:
+        """Indices of an ID expression's inputs from its outputs; the validity it implies."""
+        if isinstance(expr, Split):
+            outer, inner = expr.outputs
+            inp = expr.inputs[0]
+            assert isinstance(inp, IterDomain) and isinstance(outer, IterDomain) and isinstance(inner, IterDomain)
+            inner_extent = self.extent(inner)
+            value = add(mul(index[id(outer)], inner_extent), index[id(inner)])
+            index[id(inp)] = value
+            return TRUE
+        if isinstance(expr, Merge):
+            outer, inner = expr.inputs
+            assert isinstance(outer, IterDomain) and isinstance(inner, IterDomain)
+            out = index[id(expr.outputs[0])]
+            if inner.is_broadcast:
+                index[id(outer)], index[id(inner)] = out, k.Const(INDEX, 0)
+            elif outer.is_broadcast:
+                index[id(outer)], index[id(inner)] = k.Const(INDEX, 0), out
+            else:
+                inner_extent = self.extent(inner)
+                index[id(outer)] = div(out, inner_extent)
+                index[id(inner)] = mod(out, inner_extent)
+            return TRUE
+        if isinstance(expr, Resize):
+            inp = expr.inputs[0]
+            assert isinstance(inp, IterDomain)
+            value = sub(index[id(expr.outputs[0])], self.scalar(expr.left, INDEX))
+            index[id(inp)] = value
+            return self._resize_validity(expr, value)
+        raise InternalError(f"kernel {self.name}: cannot index through {expr}")
+
+    def _resize_validity(self, expr: Resize, value: k.Node) -> k.Node:
+        inp = expr.inputs[0]
+        assert isinstance(inp, IterDomain)
+        left, right = const_value(self.scalar(expr.left)), const_value(self.scalar(expr.right))
+        valid: k.Node = TRUE
+        if left is None or left > 0:
+            valid = land(valid, k.Bin(DataType.Bool, ">=", value, k.Const(INDEX, 0)))
+        if right is None or right > 0:
+            valid = land(valid, lt(value, self.extent(inp)))
+        return valid
+
+    def producer_instance(self, expr: object, consumer: TensorView, inst: Instance, producer: TensorView) -> Instance:
+        """Where `producer` is read when `consumer` is computed at `inst`."""
+        coords = list(inst.coords)
+        valid = inst.valid
+        if isinstance(expr, BroadcastOp):
+            coords = [c for c, flag in zip(coords, expr.flags, strict=True) if not flag]  # type: ignore[attr-defined]
+        elif isinstance(expr, SqueezeOp):
+            it = iter(coords)
+            coords = [k.Const(INDEX, 0) if flag else next(it) for flag in expr.flags]  # type: ignore[misc]  # type: ignore[attr-defined]
+        elif consumer.domain.has_root and not isinstance(expr, CatOp):
+            coords, valid = self._root_coords(consumer, coords, valid, expr)
+        dims = producer.logical_no_reductions()
+        if len(dims) != len(coords):
+            raise InternalError(f"kernel {self.name}: {expr} maps {len(coords)} coordinates onto {len(dims)} axes")
+        coords = [k.Const(INDEX, 0) if d.is_broadcast else c for d, c in zip(dims, coords, strict=True)]
+        return Instance(tuple(coords), valid)
+
+    def _root_coords(
+        self, tv: TensorView, coords: list[k.Node], valid: k.Node, expr: object
+    ) -> tuple[list[k.Node], k.Node]:
+        index = {id(d): c for d, c in zip(tv.logical_no_reductions(), coords, strict=True)}
+        for t in reversed(transforms_between(tv.root, tv.logical)):
+            implied = self._backward(t, index)
+            # Outside a pad's input the producer is not read (the pad value is used).
+            if isinstance(expr, PadOp):
+                valid = land(valid, implied)
+        root = [d for d in tv.root if not d.is_reduction]
+        return [index[id(d)] if id(d) in index else k.Const(INDEX, 0) for d in root], valid
+
+    # -- demands: which instances each materialized tensor must hold --------------------
+    def collect_instances(self) -> None:
+        for tv in reversed(self.materialized):
+            if self._own_coords_roots(tv):
+                self.instances[tv.name] = [self.own_instance(tv)]
+            for inst in self.instances.get(tv.name, []):
+                self._demand_inputs(tv, inst, set())
+
+    def _demand_inputs(self, tv: TensorView, inst: Instance, seen: set[tuple[int, Instance]]) -> None:
+        expr = tv.definition
+        if expr is None:
+            return
+        for producer in expr.inputs:
+            if not isinstance(producer, TensorView):
+                continue
+            p_inst = self.producer_instance(expr, tv, inst, producer)
+            key = (producer.name, p_inst)
+            if key in seen:
+                continue
+            seen.add(key)
+            if producer in self.inputs and producer.definition is None:
+                continue
+            if producer in self.materialized and not self._own_coords_roots(producer):
+                found = self.instances.setdefault(producer.name, [])
+                if p_inst not in found:
+                    found.append(p_inst)
+                continue
+            if producer.memory_type == MemoryType.Shared:
+                continue
+            self._demand_inputs(producer, p_inst, seen)
+
+    # -- loops ---------------------------------------------------------------------------
+    def _open_loops(self, tv: TensorView, skip_vector: bool) -> None:
+        """Reuse the open loops this tensor shares with its producers and consumers (its
+        first max(ca_pos, produce_pos) loop IDs, in order; open loops over IDs it does
+        not have, its broadcasts, are stayed in), then open its own loops."""
+        cap = min(max(tv.compute_at_pos, tv.max_producer_pos), len(tv.loop))
+        wanted = [concrete(d).name for d in tv.loop]
+        matched, keep = 0, 0
+        depth_of: dict[int, int] = {}
+        for depth in range(1, len(self.stack)):
+            cid = self.stack[depth].concrete_id
+            if matched < cap and cid == wanted[matched]:
+                depth_of[matched] = depth
+                matched += 1
+                keep = depth
+            elif cid not in wanted and matched < cap:
+                loop = self.stack[depth - 1].body[-1]
+                if isinstance(loop, k.For) and loop.hardware is not None:
+                    keep = depth
+            else:
+                break
+        del self.stack[keep + 1 :]
+        for pos in range(matched, len(tv.loop)):
+            dim = tv.loop[pos]
+            if skip_vector and dim.parallel_type == ParallelType.Vectorize and pos == len(tv.loop) - 1:
+                break
+            self._open(dim)
+            depth_of[pos] = len(self.stack) - 1
+        ca = tv.compute_at_pos
+        self.alloc_depth[tv.name] = depth_of.get(ca - 1, len(self.stack) - 1) if ca > 0 else 0
+
+    def _open(self, dim: IterDomain) -> None:
+        c = concrete(dim)
+        extent = self.extent(c)
+        hardware = HARDWARE.get(dim.parallel_type)
+        kind = LOOP_KIND.get(dim.parallel_type, k.LoopKind.serial)
+        if hardware is not None:
+            kind = k.LoopKind.block if hardware.startswith("block") else k.LoopKind.thread
+            self._launch_dim(hardware, extent)
+        elif kind == k.LoopKind.vectorize and not self.vectorize:
+            kind = k.LoopKind.unroll
+        loop = k.For(loop_var(dim), extent, kind, hardware=hardware, label=c.to_string())
+        self.stack[-1].body.append(loop)
+        self.stack.append(_Scope(loop.body, c.name))
+
+    def _launch_dim(self, hardware: str, extent: k.Node) -> None:
+        if not any(d.hardware == hardware and d.extent == extent for d in self.launch):
+            self.launch.append(k.LaunchDim(hardware, extent))
+
+    def _finish_guards(self) -> None:
+        """A bound loop narrower than its launch dimension is predicated."""
+        by_hw: dict[str, int] = {}
+        for dim in self.launch:
+            by_hw[dim.hardware] = by_hw.get(dim.hardware, 0) + 1
+        for stmt in k.walk(self.body):
+            if isinstance(stmt, k.For) and stmt.hardware is not None:
+                stmt.guarded = by_hw.get(stmt.hardware, 0) > 1
+
+    def _emit(self, stmt: k.Stmt) -> None:
+        self.stack[-1].body.append(stmt)
+
+    def _alloc_for(self, tv: TensorView, stmt: k.Alloc) -> None:
+        """A buffer goes to the top of the scope inside the loops it shares (ca_pos)."""
+        self.stack[self.alloc_depth[tv.name]].body.insert(0, stmt)
+
+    # -- buffers ---------------------------------------------------------------------------
+    def _allocated_dims(self, tv: TensorView) -> list[IterDomain]:
+        dims = []
+        for dim in tv.loop[tv.compute_at_pos :]:
+            hw = HARDWARE.get(dim.parallel_type)
+            if hw is not None and (tv.memory_type == MemoryType.Local or hw.startswith("block")):
+                continue
+            dims.append(dim)
+        return dims
+
+    def _slot(self, tv: TensorView, lanes: Mapping[int, k.Node] | None = None) -> k.Node:
+        """A buffer position from the current loop indices (the tensor's own, past ca_pos)."""
+        slot: k.Node = k.Const(INDEX, 0)
+        for dim in self._allocated_dims(tv):
+            var: k.Node = loop_var(dim)
+            if lanes is not None and concrete(dim).name in lanes:
+                var = lanes[concrete(dim).name]
+            slot = add(mul(slot, self._const_extent(dim, tv)), var)
+        return slot
+
+    def _forward_slot(self, tv: TensorView, coords: Coords) -> k.Node:
+        """The position of logical `coords` in a tile laid out by the tensor's loop domain."""
+        index: dict[int, k.Node] = {id(d): c for d, c in zip(tv.logical_no_reductions(), coords, strict=True)}
+        for expr in transforms_between(tv.logical, tv.loop):
+            if isinstance(expr, Split):
+                outer, inner = expr.outputs
+                value = index[id(expr.inputs[0])]
+                index[id(outer)] = div(value, self.extent(inner))  # type: ignore[arg-type]
+                index[id(inner)] = mod(value, self.extent(inner))  # type: ignore[arg-type]
+            elif isinstance(expr, Merge):
+                outer, inner = expr.inputs
+                index[id(expr.outputs[0])] = add(mul(index[id(outer)], self.extent(inner)), index[id(inner)])  # type: ignore[arg-type]
+            elif isinstance(expr, Resize):
+                index[id(expr.outputs[0])] = add(index[id(expr.inputs[0])], self.scalar(expr.left, INDEX))
+        slot: k.Node = k.Const(INDEX, 0)
+        for dim in self._allocated_dims(tv):
+            slot = add(mul(slot, self._const_extent(dim, tv)), index[id(dim)])
+        return slot
+
+    def _const_extent(self, dim: IterDomain, tv: TensorView) -> k.Node:
+        extent = self.extent(concrete(dim) if tv.memory_type == MemoryType.Local else dim)
+        if const_value(extent) is None:
+            raise FuserError(
+                f"T{tv.name} would need a buffer of symbolic size along {dim}: its loop is not inlined far enough",
+                op="codegen",
+                tensor=f"T{tv.name}",
+            )
+        return extent
+
+    def _buffer_size(self, tv: TensorView) -> int:
+        size = 1
+        for dim in self._allocated_dims(tv):
+            size *= int(const_value(self._const_extent(dim, tv)))  # type: ignore[arg-type]
+        return size
+
+    # -- global indexing ----------------------------------------------------------------------
+    def global_index(self, tv: TensorView, coords: Coords) -> k.Node:
+        logical = tv.logical_no_reductions()
+        alloc = [d for d in tv.domain.maybe_allocation if not d.is_reduction]
+        contiguity = [
+            c for d, c in zip(tv.domain.maybe_allocation, tv.domain.contiguity, strict=True) if not d.is_reduction
+        ]
+        coord_of = {id(d): c for d, c in zip(logical, coords, strict=True)}
+        index: k.Node = k.Const(INDEX, 0)
+        stride: k.Node = k.Const(INDEX, 1)
+        is_input = tv in self.inputs
+        for axis in reversed(range(len(alloc))):
+            dim = alloc[axis]
+            if dim.is_broadcast or (is_input and dim.has_expanded_extent):
+                continue
+            if is_input and contiguity[axis] is False:
+                stride = k.TensorField(INDEX, f"T{tv.name}", "alloc_stride", axis)
+            index = add(index, mul(coord_of[id(dim)], stride))
+            stride = mul(stride, self.scalar(dim.maybe_expanded_extent, INDEX))
+        return index
+
+    # -- values ----------------------------------------------------------------------------------
+    def value(self, tv: TensorView, inst: Instance) -> k.Node:
+        key = (tv.name, inst)
+        for scope in reversed(self.stack):
+            if key in scope.memo:
+                return scope.memo[key]
+        node = self._value(tv, inst)
+        if not isinstance(node, k.Const | k.Var | k.ScalarParam | k.Read):
+            var = k.Var(node.dtype, self._local_name(tv))
+            self._emit(k.Define(var, node))
+            node = var
+        self.stack[-1].memo[key] = node
+        return node
+
+    def _local_name(self, tv: TensorView) -> str:
+        base = f"T{tv.name}"
+        count = self.local_names.get(base, 0)
+        self.local_names[base] = count + 1
+        return base if count == 0 else f"{base}_{count}"
+
+    def _value(self, tv: TensorView, inst: Instance) -> k.Node:
+        if tv.definition is None:
+            return self._load(tv, inst)
+        if tv is not self.computing and tv in self.materialized and tv not in self.outputs:
+            if tv.memory_type == MemoryType.Shared:
+                return k.Read(tv.dtype, f"T{tv.name}", self._forward_slot(tv, inst.coords))
+            return k.Read(tv.dtype, self.buffers[(tv.name, inst)], self._slot(tv))
+        return self._compute(tv, inst)
+
+    def _load(self, tv: TensorView, inst: Instance) -> k.Node:
+        """A predicated read of a global input (zero where the coordinates are invalid)."""
+        read = k.Read(tv.dtype, f"T{tv.name}", self.global_index(tv, inst.coords))
+        if inst.valid == TRUE:
+            return read
+        name = self._local_name(tv) + "_in"
+        self._emit(k.Alloc(name, tv.dtype, 1, k.Memory.local, zero=True))
+        self._emit(k.If(inst.valid, [k.Store(name, k.Const(INDEX, 0), read)]))
+        return k.Read(tv.dtype, name, k.Const(INDEX, 0))
+
+    def _compute(self, tv: TensorView, inst: Instance) -> k.Node:
+        expr = tv.definition
+        assert expr is not None
+        if isinstance(expr, CatOp):
+            return self._cat(expr, tv, inst)
+        if isinstance(expr, IotaOp):
+            _length, start, step = expr.inputs
+            dtype = tv.dtype
+            return k.Bin(
+                dtype,
+                "+",
+                self.scalar(start, dtype),
+                k.Bin(dtype, "*", self.scalar(step, dtype), k.Cast(dtype, inst.coords[0])),
+            )
+        if isinstance(expr, FullOp):
+            return self.scalar(expr.inputs[-1], tv.dtype)
+        args: list[k.Node] = []
+        for val in expr.inputs:
+            if isinstance(val, TensorView):
+                args.append(self.value(val, self.producer_instance(expr, tv, inst, val)))
+        if isinstance(expr, LoadStoreOp | BroadcastOp | SqueezeOp | ExpandOp | ViewOp | SliceOp):
+            return args[0]
+        if isinstance(expr, PadOp):
+            validity = self._pad_validity(tv, inst)
+            if validity == TRUE:
+                return args[0]
+            return k.Call(tv.dtype, "where", (validity, args[0], self.scalar(expr.pad_value, tv.dtype)))
+        if isinstance(expr, UnaryOp | BinaryOp | TernaryOp):
+            operands = []
+            it = iter(args)
+            for val in expr.inputs:
+                operands.append(next(it) if isinstance(val, TensorView) else self._scalar(val))  # type: ignore[arg-type]
+            return self._elementwise(expr, operands)
+        raise FuserError(
+            f"{type(expr).__name__} has no CUDA lowering yet (reductions come with issue 9)",
+            op=getattr(expr, "op_name", type(expr).__name__),
+            tensor=f"T{tv.name}",
+        )
+
+    def _pad_validity(self, tv: TensorView, inst: Instance) -> k.Node:
+        index = {id(d): c for d, c in zip(tv.logical_no_reductions(), inst.coords, strict=True)}
+        valid: k.Node = TRUE
+        for t in reversed(transforms_between(tv.root, tv.logical)):
+            implied = self._backward(t, index)
+            if isinstance(t, Resize):
+                valid = land(valid, implied)
+        return valid
+
+    def _cat(self, expr: CatOp, tv: TensorView, inst: Instance) -> k.Node:
+        pieces = []
+        for val in expr.inputs:
+            assert isinstance(val, TensorView)
+            pieces.append((val, self.value(val, self.producer_instance(expr, tv, inst, val))))
+        coord = inst.coords[expr.dim]
+        result = pieces[-1][1]
+        for val, piece in reversed(pieces[:-1]):
+            end = self._cat_end(val, expr.dim)
+            result = k.Call(tv.dtype, "where", (lt(coord, end), piece, result))
+        return result
+
+    def _cat_end(self, piece: TensorView, dim: int) -> k.Node:
+        """Where a padded cat input's own elements stop along the cat axis."""
+        logical = piece.logical_no_reductions()[dim]
+        resize = logical.definition
+        if not isinstance(resize, Resize):
+            raise InternalError(f"cat input T{piece.name} is not padded along axis {dim}")
+        return sub(self.extent(logical), self.scalar(resize.right, INDEX))
+
+    def _elementwise(self, expr: UnaryOp | BinaryOp | TernaryOp, operands: list[k.Node]) -> k.Node:
+        out = expr.output
+        out_dtype = out.dtype
+        if isinstance(expr, UnaryOp) and expr.op_type == UnaryOpType.Cast:
+            return k.Cast(out_dtype, operands[0])
+        rule = expr.rule
+        compute = _compute_dtype(out_dtype, [v.dtype for v in expr.inputs], rule.bool_output)
+        args = [a if a.dtype == compute else _cast(compute, a) for a in operands]
+        if isinstance(expr, TernaryOp) and rule.name == "where":
+            args[0] = operands[0] if operands[0].dtype == DataType.Bool else _cast(DataType.Bool, operands[0])
+        result_dtype = DataType.Bool if rule.bool_output else (compute if out_dtype.is_reduced_float else out_dtype)
+        if rule.bool_output:
+            result_dtype = DataType.Bool
+        node: k.Node
+        if rule.inline and len(args) == 2:
+            op = rule.inline
+            if op == "%" and compute.is_floating:
+                node = k.Call(result_dtype, "fmod", tuple(args))
+            else:
+                node = k.Bin(result_dtype, op, args[0], args[1])
+        elif rule.inline and len(args) == 1:
+            node = k.Un(result_dtype, rule.inline, args[0])
+        else:
+            node = k.Call(result_dtype, rule.name, tuple(args))
+        return node if node.dtype == out_dtype else _cast(out_dtype, node)
+
+    # -- emission ----------------------------------------------------------------------------------
+    def lower(self) -> k.Kernel:
+        for expr in self.exprs:
+            if isinstance(expr, ReductionOp | WelfordOp):
+                raise FuserError(
+                    "reduction and normalization kernels are not generated yet (CUDA codegen part 2)",
+                    op=expr.op_name,
+                    tensor=f"T{expr.outputs[0].name}",
+                )
+        self.collect_instances()
+        for tv in self.materialized:
+            for number, inst in enumerate(self.instances.get(tv.name, [])):
+                self._materialize(tv, inst, number)
+        self._finish_guards()
+        vectorized = {name: w for name, w in self.vector_widths.items()}
+        tensors = [
+            k.TensorArg(
+                t.name, t.dtype, t.ndim, t.alloc_ndim, t.is_output, t.fusion_position, vectorized.get(t.name, 1)
+            )
+            for t in self.tensor_args
+        ]
+        return k.Kernel(
+            self.name,
+            tensors,
+            self.scalar_args,
+            self.body,
+            self.launch,
+            self.index_type,
+            self.shared_bytes,
+            vectorized=bool(vectorized),
+        )
+
+    def _materialize(self, tv: TensorView, inst: Instance, number: int) -> None:
+        expr = tv.definition
+        assert expr is not None
+        vector = self._vector_width(tv)
+        self._open_loops(tv, skip_vector=vector > 1)
+        self.computing = tv
+        if tv in self.outputs:
+            self._store_global(tv, inst, vector)
+        elif tv.memory_type == MemoryType.Shared:
+            self._store_shared(tv, inst)
+        else:
+            self._store_local(tv, inst, number, vector)
+        self.computing = None
+
+    def _vector_width(self, tv: TensorView) -> int:
+        last = tv.loop[-1] if tv.loop else None
+        if not self.vectorize or last is None or last.parallel_type != ParallelType.Vectorize:
+            return 1
+        width = const_value(self.extent(last))
+        return int(width) if width is not None else 1
+
+    def _store_global(self, tv: TensorView, inst: Instance, vector: int) -> None:
+        name = f"T{tv.name}"
+        if vector == 1:
+            value = self.value_of_definition(tv, inst)
+            store = k.Store(name, self.global_index(tv, inst.coords), value)
+            self._emit(store if inst.valid == TRUE else k.If(inst.valid, [store]))
+            return
+        lane_dim = tv.loop[-1]
+        lane = loop_var(lane_dim)
+        staging = self._local_name(tv) + "_vec"
+        self._emit(k.Alloc(staging, tv.dtype, vector, k.Memory.local))
+        loop = k.For(lane, k.Const(INDEX, vector), k.LoopKind.unroll, label=concrete(lane_dim).to_string())
+        self._emit(loop)
+        self.stack.append(_Scope(loop.body, concrete(lane_dim).name))
+        self._emit(k.Store(staging, lane, self.value_of_definition(tv, inst)))
+        self.stack.pop()
+        first = self.own_instance(tv, {concrete(lane_dim).name: k.Const(INDEX, 0)})
+        copy = k.VectorCopy(name, self.global_index(tv, first.coords), staging, k.Const(INDEX, 0), vector, tv.dtype)
+        self._emit(copy if first.valid == TRUE else k.If(first.valid, [copy]))
+        self.vector_widths[name] = max(vector, self.vector_widths.get(name, 1))
+
+    def _store_shared(self, tv: TensorView, inst: Instance) -> None:
+        name = f"T{tv.name}"
+        size = self._buffer_size(tv)
+        if not any(isinstance(s, k.Alloc) and s.buffer == name for s in self.body):
+            self.body.insert(0, k.Alloc(name, tv.dtype, size, k.Memory.shared))
+            self.shared_bytes += size * tv.dtype.itemsize
+        store = k.Store(name, self._slot(tv), self.value_of_definition(tv, inst))
+        self._emit(store)
+        # The tile is complete once every thread has written its part.
+        del self.stack[self.alloc_depth[tv.name] + 1 :]
+        self._emit(k.Sync())
+
+    def _store_local(self, tv: TensorView, inst: Instance, number: int, vector: int) -> None:
+        name = f"T{tv.name}" if number == 0 else f"T{tv.name}_{number}"
+        self.buffers[(tv.name, inst)] = name
+        self._alloc_for(tv, k.Alloc(name, tv.dtype, self._buffer_size(tv), k.Memory.local, zero=True))
+        expr = tv.definition
+        source = expr.inputs[0] if isinstance(expr, LoadStoreOp) else None
+        if vector > 1 and isinstance(source, TensorView) and source in self.inputs:
+            lane_dim = tv.loop[-1]
+            lanes = {concrete(lane_dim).name: k.Const(INDEX, 0)}
+            first = self.producer_instance(expr, tv, self._lane_instance(inst, lanes), source)
+            copy = k.VectorCopy(
+                name,
+                self._slot(tv, lanes),
+                f"T{source.name}",
+                self.global_index(source, first.coords),
+                vector,
+                tv.dtype,
+            )
+            self._emit(copy if first.valid == TRUE else k.If(first.valid, [copy]))
+            self.vector_widths[f"T{source.name}"] = max(vector, self.vector_widths.get(f"T{source.name}", 1))
+            return
+        if vector > 1:
+            self._open(tv.loop[-1])
+        self._emit(k.Store(name, self._slot(tv), self.value_of_definition(tv, inst)))
+
+    def _lane_instance(self, inst: Instance, lanes: Mapping[int, k.Node]) -> Instance:
+        subst = {f"i{c}": v for c, v in lanes.items()}
+        return Instance(tuple(_substitute(c, subst) for c in inst.coords), _substitute(inst.valid, subst))
+
+    def value_of_definition(self, tv: TensorView, inst: Instance) -> k.Node:
+        node = self._compute(tv, inst)
+        return node if node.dtype == tv.dtype else _cast(tv.dtype, node)
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+
+def _substitute(node: k.Node, subst: dict[str, k.Node]) -> k.Node:
+    if isinstance(node, k.Var):
+        return subst.get(node.name, node)
+    if isinstance(node, k.Bin):
+        return rebuild(node, _substitute(node.a, subst), _substitute(node.b, subst))
+    if isinstance(node, k.Un):
+        return k.Un(node.dtype, node.op, _substitute(node.a, subst))
+    if isinstance(node, k.Call):
+        return k.Call(node.dtype, node.fn, tuple(_substitute(a, subst) for a in node.args))
+    if isinstance(node, k.Cast):
+        return k.Cast(node.dtype, _substitute(node.a, subst))
+    if isinstance(node, k.Read):
+        return k.Read(node.dtype, node.buffer, _substitute(node.index, subst))
+    return node
+
+
+def _cast(dtype: DataType, node: k.Node) -> k.Node:
+    if isinstance(node, k.Const):
+        return k.Const(dtype, _convert_const(node.value, dtype))
+    return k.Cast(dtype, node)
+
+
+def _convert_const(value: int | float | bool, dtype: DataType) -> int | float | bool:
+    if dtype.is_boolean:
+        return bool(value)
+    if dtype.is_integral:
+        return int(value)
+    return float(value)
+
+
+def _compute_dtype(out: DataType, inputs: list[DataType], bool_output: bool) -> DataType:
+    if not bool_output:
+        return DataType.Float if out.is_reduced_float else out
+    tensor_types = [t for t in inputs if t != DataType.Null]
+    best = tensor_types[0]
+    for t in tensor_types[1:]:
+        if _rank(t) > _rank(best):
+            best = t
+    return DataType.Float if best.is_reduced_float else best
+
+
+def _rank(dtype: DataType) -> int:
+    order = [
+        DataType.Bool,
+        DataType.Int32,
+        DataType.Int,
+        DataType.Index,
+        DataType.Half,
+        DataType.BFloat16,
+        DataType.Float,
+        DataType.Double,
+    ]
+    return order.index(dtype) if dtype in order else 0
+
+
+def _same_extent(a: IterDomain, b: IterDomain) -> bool:
+    if a.extent is b.extent:
+        return True
+    return a.extent.is_const and b.extent.is_const and a.extent.value == b.extent.value
+
+
+def _propagate_overflow(lowering: Lowering, expr: object, overflow: dict[int, bool]) -> None:
+    """Whether an ID's index may reach past its extent, from its outputs' (backward)."""
+    if isinstance(expr, Split):
+        inp = expr.inputs[0]
+        assert isinstance(inp, IterDomain)
+        outs = any(overflow.get(id(o), False) for o in expr.outputs)
+        overflow[id(inp)] = outs or (not inp.is_broadcast and not _divides(lowering, inp, expr))
+    elif isinstance(expr, Merge):
+        flag = overflow.get(id(expr.outputs[0]), False)
+        for i in expr.inputs:
+            overflow[id(i)] = flag
+    elif isinstance(expr, Resize):
+        overflow[id(expr.inputs[0])] = overflow.get(id(expr.outputs[0]), False)
+
+
+def _divides(lowering: Lowering, inp: IterDomain, expr: Split) -> bool:
+    extent = const_value(lowering.extent(inp))
+    factor = const_value(lowering.scalar(expr.inputs[1], INDEX))
+    if extent is None or factor is None:
+        return False
+    return int(extent) % int(factor) == 0
+
+
+def lower_group(fusion: Fusion, name: str, index_type: DataType, vectorize: bool = True) -> k.Kernel:
+    return Lowering(fusion, name, index_type, vectorize).lower()
