@@ -16,6 +16,7 @@ from fuser_core.errors import SourceLocation
 from fuser_core.ir.base import Val
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import Resize
+from fuser_core.ir.rng import RNGOp
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_exprs import ExpandOp, FullOp, IotaOp, ViewOp
 from fuser_core.ir.tensor_view import TensorView, transforms_between
@@ -121,7 +122,7 @@ def analyze_fusion(fusion: Fusion) -> DynamicTransformInitialInfo:
             for axis, (d, s) in enumerate(zip(tv.logical, src.logical_no_reductions(), strict=True)):
                 if d.is_symbolic:
                     expands.append(AxisSite(tv.name, axis, d.extent, s.extent))
-        if isinstance(expr, (FullOp, IotaOp)):
+        if isinstance(expr, (FullOp, IotaOp, RNGOp)):
             for axis, d in enumerate(tv.logical):
                 if d.is_symbolic:
                     factories.append(AxisSite(tv.name, axis, d.extent, None))

@@ -20,6 +20,7 @@ from fuser_core.ir.scalar import Scalar as IrScalar
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.ops import arith, creation, reductions, resize
 from fuser_core.ops import matmul as matmul_ops
+from fuser_core.ops import random as random_ops
 from fuser_core.ops import shape as shape_ops
 from fuser_core.ops.utils import broadcast as broadcast_tv
 from fuser_core.ops.utils import normalize_axis, tv_name
@@ -63,7 +64,7 @@ BINARY_OPS: dict[str, BinaryOpType] = {
 UNSUPPORTED_OPS = frozenset(
     """
     sdpfa_fwd sdpfa_bwd embedding_fwd index_select select gather take_along_axis scatter
-    index_put_accumulate uniform normal rand_like randn_like topk argsort welford batch_norm
+    index_put_accumulate topk argsort welford batch_norm
     cumsum triu scaled_mm grouped_mm stride_order
     """.split()  # noqa: SIM905
 )
@@ -376,6 +377,55 @@ class Operators:
         first = None if start is None else self._scalar(start, "iota")
         stride = None if step is None else self._scalar(step, "iota")
         return Tensor(self.fd, creation.iota(n, first, stride, dt))
+
+    # -- random numbers ---------------------------------------------------------------
+    def _rng_state(self, op: str, rng_seed: Any, rng_offset: Any) -> tuple[IrScalar | None, IrScalar | None]:
+        seed = None if rng_seed is None else self._scalar(rng_seed, op, DataType.Int)
+        offset = None if rng_offset is None else self._scalar(rng_offset, op, DataType.Int)
+        return seed, offset
+
+    @user_call("uniform")
+    def uniform(
+        self,
+        minval: Any,
+        maxval: Any,
+        shape: Any,
+        *,
+        rng_seed: Any = None,
+        rng_offset: Any = None,
+        dtype: DataType = DataType.Float,
+    ) -> Tensor:
+        low, high = self._scalar(minval, "uniform"), self._scalar(maxval, "uniform")
+        seed, offset = self._rng_state("uniform", rng_seed, rng_offset)
+        sizes = self._shape(shape, "uniform")
+        dt = dtype_arg(dtype, "uniform")
+        return Tensor(self.fd, random_ops.uniform(low, high, sizes, dt, seed, offset))
+
+    @user_call("normal")
+    def normal(
+        self,
+        mean: Any,
+        std: Any,
+        shape: Any,
+        *,
+        rng_seed: Any = None,
+        rng_offset: Any = None,
+        dtype: DataType = DataType.Float,
+    ) -> Tensor:
+        mu, sigma = self._scalar(mean, "normal"), self._scalar(std, "normal")
+        seed, offset = self._rng_state("normal", rng_seed, rng_offset)
+        sizes = self._shape(shape, "normal")
+        return Tensor(self.fd, random_ops.normal(mu, sigma, sizes, dtype_arg(dtype, "normal"), seed, offset))
+
+    @user_call("rand_like")
+    def rand_like(self, arg: Any, *, rng_seed: Any = None, rng_offset: Any = None) -> Tensor:
+        seed, offset = self._rng_state("rand_like", rng_seed, rng_offset)
+        return Tensor(self.fd, random_ops.rand_like(self._tensor(arg, "rand_like"), seed, offset))
+
+    @user_call("randn_like")
+    def randn_like(self, arg: Any, *, rng_seed: Any = None, rng_offset: Any = None) -> Tensor:
+        seed, offset = self._rng_state("randn_like", rng_seed, rng_offset)
+        return Tensor(self.fd, random_ops.randn_like(self._tensor(arg, "randn_like"), seed, offset))
 
     # -- ops kept whole ---------------------------------------------------------------
     @user_call("matmul")

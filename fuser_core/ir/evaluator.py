@@ -15,6 +15,7 @@ class ExpressionEvaluator:
     def __init__(self) -> None:
         self._values: dict[int, Any] = {}
         self._vals: dict[int, Val] = {}  # keeps bound Vals alive while keyed by id
+        self.rng_seed: int | None = None  # the seed drawn for unseeded random ops, if any
 
     def bind(self, val: Val, value: Any) -> None:
         self._values[id(val)] = value

@@ -16,7 +16,7 @@ from fuser_core.ir.tensor_view import Contiguity, TensorDomain, TensorView
 from fuser_core.ops.utils import cast_constant, check_rank
 
 
-def _factory_id(extent: Scalar) -> IterDomain:
+def factory_id(extent: Scalar) -> IterDomain:
     """An output axis of a factory: Symbolic until its size is known."""
     extent = sm.cast(DataType.Index, extent)
     if extent.is_const:
@@ -32,7 +32,7 @@ def full(shape: Sequence[Scalar], fill: Scalar, dtype: DataType) -> TensorView:
     for s in extents:
         if s.is_const and int(s.value) < 0:  # type: ignore[arg-type]
             raise FuserError(f"negative size {s.value} in shape", op="full")
-    out = TensorView(TensorDomain([_factory_id(s) for s in extents]), dtype)
+    out = TensorView(TensorDomain([factory_id(s) for s in extents]), dtype)
     FullOp(out, extents, cast_constant(dtype, fill, "full"))
     return out
 
@@ -47,7 +47,7 @@ def iota(length: Scalar, start: Scalar | None, step: Scalar | None, dtype: DataT
     if step.is_const and step.value == 0:
         raise FuserError("step must not be zero", op="iota")
     extent = sm.cast(DataType.Index, length)
-    out = TensorView(TensorDomain([_factory_id(extent)]), dtype)
+    out = TensorView(TensorDomain([factory_id(extent)]), dtype)
     IotaOp(out, extent, start, step)
     return out
 

@@ -18,6 +18,7 @@ from fuser_core.errors import FuserError
 from fuser_core.ir.base import Expr, Val
 from fuser_core.ir.evaluator import ExpressionEvaluator
 from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.rng import bind_run_seed
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_view import TensorView
 
@@ -26,6 +27,7 @@ def evaluate_fusion(fusion: Fusion, ev: ExpressionEvaluator, exprs: Sequence[Exp
     """Outputs of `fusion` with its inputs bound in `ev`. `exprs` is the fusion's
     topological order, when the caller has it already."""
     order = list(fusion.exprs()) if exprs is None else list(exprs)
+    bind_run_seed(order, ev)  # unseeded random ops: a fresh seed per execution
     last_use = _last_uses(order)
     keep = {id(v) for v in (*fusion.inputs, *fusion.outputs)}
     for step, expr in enumerate(order):
@@ -47,6 +49,7 @@ def evaluate_groups(complete: Fusion, group_fusions: Sequence[Fusion], ev: Expre
     """Outputs of `complete`, computed kernel by kernel: each group's own fusion is
     evaluated alone, from its inputs only, and hands its outputs (by tensor name) to
     the groups after it. Proves the segmentation against the unsegmented fusion."""
+    bind_run_seed(complete.exprs(), ev)  # before the leaves: every group sees one seed
     leaves = leaf_values(complete, ev)
     tensors: dict[int, Any] = {tv.name: ev.evaluate(tv) for tv in complete.inputs if isinstance(tv, TensorView)}
     for fusion in group_fusions:
