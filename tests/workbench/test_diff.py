@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fuser_core import FusionDefinition
 from workbench.diff import diff_artifacts, diff_texts, rename, skeleton, timing_lines
+from workbench.session import Session
 
 
 def build(unused_ops: int, op: str = "sin") -> FusionDefinition:
@@ -92,3 +93,14 @@ def test_per_kernel_times_are_compared_by_group(pow_run):
     a = replace(pow_run.artifacts, launches=(launch(0, 35.1e-6), launch(1, 2e-6)))
     b = replace(pow_run.artifacts, launches=(launch(0, 8.2e-6),))
     assert timing_lines(a, b) == ("time g0: 35.1 µs -> 8.2 µs", "time g1: 2.0 µs -> not launched")
+
+
+def test_two_compilations_of_the_same_fusion_are_the_same_though_their_pass_times_differ():
+    runs = []
+    for _ in range(2):  # two sessions: two caches, so the passes run twice
+        session = Session.open("issue785_reduction_pow")
+        session.set_shapes([(4, 8, 64), (4, 8, 64)])
+        runs.append(session.run().artifacts)
+    assert [p.seconds for p in runs[0].passes] != [p.seconds for p in runs[1].passes]
+    result = diff_artifacts(runs[0], runs[1])
+    assert [s.label for s in result.changed] == []
