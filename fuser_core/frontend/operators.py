@@ -19,6 +19,7 @@ from fuser_core.ir.op_types import BinaryOpType, UnaryOpType
 from fuser_core.ir.scalar import Scalar as IrScalar
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.ops import arith, creation, reductions, resize
+from fuser_core.ops import indexing as indexing_ops
 from fuser_core.ops import matmul as matmul_ops
 from fuser_core.ops import random as random_ops
 from fuser_core.ops import shape as shape_ops
@@ -63,8 +64,7 @@ BINARY_OPS: dict[str, BinaryOpType] = {
 # nvFuser ops this project does not compile or evaluate yet: a clear error, not a crash.
 UNSUPPORTED_OPS = frozenset(
     """
-    sdpfa_fwd sdpfa_bwd embedding_fwd index_select select gather take_along_axis scatter
-    index_put_accumulate topk argsort welford batch_norm
+    sdpfa_fwd sdpfa_bwd topk argsort welford batch_norm
     cumsum triu scaled_mm grouped_mm stride_order
     """.split()  # noqa: SIM905
 )
@@ -426,6 +426,59 @@ class Operators:
     def randn_like(self, arg: Any, *, rng_seed: Any = None, rng_offset: Any = None) -> Tensor:
         seed, offset = self._rng_state("randn_like", rng_seed, rng_offset)
         return Tensor(self.fd, random_ops.randn_like(self._tensor(arg, "randn_like"), seed, offset))
+
+    # -- indexing (library ops: expr_eval) ------------------------------------------------
+    @user_call("index_select")
+    def index_select(self, arg: Any, index: Any, dim: int) -> Tensor:
+        tv, idx = self._tensor(arg, "index_select"), self._tensor(index, "index_select", "index")
+        return Tensor(self.fd, indexing_ops.index_select(tv, idx, int_arg(dim, "index_select", "dim")))
+
+    @user_call("select")
+    def select(self, arg: Any, index: Any, dim: int) -> Tensor:
+        tv = self._tensor(arg, "select")
+        idx = self._scalar(index, "select", DataType.Int)
+        return Tensor(self.fd, indexing_ops.select(tv, idx, int_arg(dim, "select", "dim")))
+
+    @user_call("gather")
+    def gather(self, arg: Any, index: Any, dim: int) -> Tensor:
+        tv, idx = self._tensor(arg, "gather"), self._tensor(index, "gather", "index")
+        return Tensor(self.fd, indexing_ops.gather(tv, idx, int_arg(dim, "gather", "dim"), exact_sizes=False))
+
+    @user_call("take_along_axis")
+    def take_along_axis(self, arg: Any, index: Any, dim: int) -> Tensor:
+        tv, idx = self._tensor(arg, "take_along_axis"), self._tensor(index, "take_along_axis", "index")
+        dim = int_arg(dim, "take_along_axis", "dim")
+        return Tensor(self.fd, indexing_ops.gather(tv, idx, dim, exact_sizes=True))
+
+    @user_call("scatter")
+    def scatter(self, arg: Any, index: Any, src: Any, dim: int) -> Tensor:
+        tv, idx = self._tensor(arg, "scatter"), self._tensor(index, "scatter", "index")
+        source = self._val(src, "scatter", "src")
+        return Tensor(self.fd, indexing_ops.scatter(tv, idx, source, int_arg(dim, "scatter", "dim")))
+
+    @user_call("index_put_accumulate")
+    def index_put_accumulate(self, acc: Any, indices: Any, value: Any) -> Tensor:
+        op = "index_put_accumulate"
+        tvs = [self._tensor(v, op, n) for v, n in ((acc, "acc"), (indices, "indices"), (value, "value"))]
+        return Tensor(self.fd, indexing_ops.index_put_accumulate(*tvs))
+
+    @user_call("embedding_fwd")
+    def embedding_fwd(
+        self,
+        input: Any,
+        weight: Any,
+        padding_idx: Any = None,
+        max_norm: Any = None,
+        norm_type: Any = None,
+        scale_grad_by_freq: Any = None,
+        sparse: Any = None,
+    ) -> Tensor:
+        """norm_type, scale_grad_by_freq and sparse affect only max_norm or the gradient."""
+        op = "embedding_fwd"
+        idx, w = self._tensor(input, op, "input"), self._tensor(weight, op, "weight")
+        pad = None if padding_idx is None else self._scalar(padding_idx, op, DataType.Int)
+        norm = None if max_norm is None else self._scalar(max_norm, op)
+        return Tensor(self.fd, indexing_ops.embedding_fwd(idx, w, pad, norm))
 
     # -- ops kept whole ---------------------------------------------------------------
     @user_call("matmul")

@@ -10,6 +10,7 @@ propagate transforms.
 from __future__ import annotations
 
 from fuser_core.ir.base import Expr
+from fuser_core.ir.indexing import LibraryOp
 from fuser_core.ir.iter_domain import IterDomain
 from fuser_core.ir.tensor_exprs import BroadcastOp, FullOp, IotaOp, MatmulOp, SqueezeOp
 from fuser_core.ir.tensor_view import TensorView
@@ -19,7 +20,7 @@ def root_pairs(expr: Expr, producer: TensorView, consumer: TensorView) -> list[t
     """(producer logical axis, consumer root axis) pairs that `expr` ties together."""
     if isinstance(expr, (FullOp, IotaOp)):
         return []
-    if isinstance(expr, MatmulOp):
+    if isinstance(expr, (MatmulOp, LibraryOp)):
         return expr.axis_pairs(producer)
     p_ids = producer.logical_no_reductions()
     c_ids = consumer.domain.maybe_root

@@ -1,5 +1,7 @@
-"""The expr_eval scheduler: ops no generated kernel computes (matmul, linear) run
-alone, through the backend's library (cuBLAS on the GPU, NumPy on the reference)."""
+"""The expr_eval scheduler: ops no generated kernel computes (matmul, linear, and the
+indexing ops: index_select, select, gather, take_along_axis, scatter,
+index_put_accumulate, embedding_fwd) run alone, through the backend's library
+(cuBLAS/ATen-like library calls on the GPU, NumPy on the reference)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ class ExprEvalScheduler:
 
     def compile_time_check(self, group: GroupView) -> Rejection | None:
         if not group.expr_eval_ops:
-            return reject(self.type, "no expr-eval op (matmul, linear) in the group")
+            return reject(self.type, "no expr-eval op (matmul, linear, indexing) in the group")
         if len(group.exprs) != 1:
             op = group.expr_eval_ops[0]
             return reject(

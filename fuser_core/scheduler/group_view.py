@@ -14,6 +14,7 @@ from typing import Any
 
 from fuser_core.ir.base import Expr
 from fuser_core.ir.evaluator import ExpressionEvaluator
+from fuser_core.ir.indexing import LibraryOp
 from fuser_core.ir.iter_domain import IterDomain
 from fuser_core.ir.tensor_exprs import MatmulOp, ReductionOp, WelfordOp
 from fuser_core.ir.tensor_view import TensorView
@@ -21,7 +22,7 @@ from fuser_core.scheduler.device import DeviceProperties
 from fuser_core.scheduler.id_map import IdMap
 
 # Ops no generated kernel computes: the backend runs them with its library.
-EXPR_EVAL_OPS: tuple[type, ...] = (MatmulOp,)
+EXPR_EVAL_OPS: tuple[type, ...] = (MatmulOp, LibraryOp)
 REDUCTION_OPS: tuple[type, ...] = (ReductionOp, WelfordOp)
 
 

@@ -49,12 +49,12 @@ def test_refused_definition_alongside_a_good_one_is_a_problem():
             good.add_output(good.ops.exp(good.define_tensor([-1], [True])))
         with FusionDefinition() as bad:
             t = bad.define_tensor([-1], [True])
-            bad.add_output(bad.ops.embedding_fwd(t))
+            bad.add_output(bad.ops.topk(t))
         """,
     )
     assert [d.name for d in script.definitions] == ["good"]
     assert [p.one_line() for p in script.problems] == [
-        "<repro>:8: embedding_fwd: is not supported by fuser-workbench yet"
+        "<repro>:8: topk: is not supported by fuser-workbench yet"
     ]
 
 
