@@ -7,7 +7,9 @@ An unknown name is an error listing the valid ones.
 
 The device model the schedulers size their heuristics for is an option too:
 `FUSER_DEVICE_MODEL=h200` or `use_options(device_model="h200")`; without one they use
-the GPU's own properties, or H100 SXM where there is no GPU.
+the GPU's own properties, or H100 SXM where there is no GPU. The backend too:
+`FUSER_BACKEND=cuda|reference` or `use_options(backend="reference")`; without one, cuda
+runs where a GPU and CuPy are, the NumPy reference elsewhere.
 
 Dumps are written to a sink (stdout by default) that the TUI and tests can swap.
 """
@@ -38,11 +40,15 @@ class DumpOption(enum.Enum):
     fusion_ir = "each scheduled segment with its TransformPrinter block (loop domains, ca_pos)"
     fusion_args = "the inputs of each execution: shapes, strides, dtypes, scalar values"
     cache_events = "one line per execution: cache hit or miss, at which level and why"
+    kernel_ir = "each generated kernel's kernel IR: loops, predicates, buffers, loads and stores"
+    cuda_kernel = "the CUDA C++ of each generated kernel"
+    cuda_full = "each kernel's whole translation unit (runtime header included), as NVRTC compiles it"
+    launch_param = "each kernel launch's grid, block and shared memory"
+    kernel_metadata = "per launch: bytes moved, registers, spills, time, GB/s and fraction of peak"
 
 
 class EnableOption(enum.Enum):
-    # No enable options are implemented yet; nvFuser's names are rejected rather than ignored.
-    pass
+    kernel_profile = "time every kernel launch with CUDA events (synchronizes after each kernel)"
 
 
 class DisableOption(enum.Enum):
@@ -54,6 +60,8 @@ class DisableOption(enum.Enum):
 DEVICE_MODELS = ("h100_sxm", "h200")
 DEVICE_MODEL_ALIASES = {"h100": "h100_sxm"}
 DEVICE_MODEL_ENV = "FUSER_DEVICE_MODEL"
+BACKENDS = ("cuda", "reference")
+BACKEND_ENV = "FUSER_BACKEND"
 
 _ENV = {
     DumpOption: ("FUSER_DUMP", "NVFUSER_DUMP"),
@@ -99,6 +107,7 @@ class Options:
     enable: frozenset[EnableOption] = field(default_factory=frozenset)
     disable: frozenset[DisableOption] = field(default_factory=frozenset)
     device_model: str | None = None  # one of DEVICE_MODELS; None reads the GPU, else H100 SXM
+    backend: str | None = None  # one of BACKENDS; None: cuda where a GPU and CuPy are, else reference
 
     def dumps(self, option: DumpOption) -> bool:
         return option in self.dump
@@ -116,13 +125,22 @@ class Options:
         disable: Iterable[str] | str = (),
         source: str = "options",
         device_model: str | None = None,
+        backend: str | None = None,
     ) -> Options:
         return Options(
             self.dump | parse_names(DumpOption, dump, source),
             self.enable | parse_names(EnableOption, enable, source),
             self.disable | parse_names(DisableOption, disable, source),
             device_model_key(device_model, source) if device_model else self.device_model,
+            backend_key(backend, source) if backend else self.backend,
         )
+
+
+def backend_key(name: str, source: str) -> str:
+    key = name.strip().lower()
+    if key not in BACKENDS:
+        raise FuserError(f"unknown backend {name!r} in {source}; valid: {', '.join(BACKENDS)}")
+    return key
 
 
 def device_model_key(name: str, source: str) -> str:
@@ -146,7 +164,9 @@ def options_from_env(env: Mapping[str, str] | None = None) -> Options:
         found[kind] = values
     model = env.get(DEVICE_MODEL_ENV) or None
     device = device_model_key(model, DEVICE_MODEL_ENV) if model else None
-    return Options(found[DumpOption], found[EnableOption], found[DisableOption], device)
+    backend = env.get(BACKEND_ENV) or None
+    chosen = backend_key(backend, BACKEND_ENV) if backend else None
+    return Options(found[DumpOption], found[EnableOption], found[DisableOption], device, chosen)
 
 
 _override: contextvars.ContextVar[Options | None] = contextvars.ContextVar("fuser_options", default=None)
@@ -158,7 +178,7 @@ def current_options() -> Options:
     override = _override.get()
     if override is not None:
         return override
-    variables = [v for names in _ENV.values() for v in names] + [DEVICE_MODEL_ENV]
+    variables = [v for names in _ENV.values() for v in names] + [DEVICE_MODEL_ENV, BACKEND_ENV]
     key = tuple(os.environ.get(v, "") for v in variables)
     if key not in _env_cache:
         _env_cache[key] = options_from_env()
@@ -172,10 +192,11 @@ def use_options(
     disable: Iterable[str] | str = (),
     source: str = "use_options()",
     device_model: str | None = None,
+    backend: str | None = None,
 ) -> Iterator[Options]:
     """Add options for the duration of a `with` block; `source` names where they came
     from in the error an unknown name raises."""
-    merged = current_options().merged(dump, enable, disable, source, device_model)
+    merged = current_options().merged(dump, enable, disable, source, device_model, backend)
     token = _override.set(merged)
     try:
         yield merged

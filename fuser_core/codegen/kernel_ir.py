@@ -182,6 +182,7 @@ class TensorArg:
     is_output: bool
     fusion_position: int  # position among the group fusion's inputs or outputs
     vectorized: int = 1  # widest vector access made on it (alignment checked at launch)
+    shape: tuple[Node, ...] = ()  # its logical extents, from the arguments (outputs are allocated so)
 
 
 @dataclass(frozen=True)

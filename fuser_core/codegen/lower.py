@@ -25,7 +25,8 @@ Everything here is read off the schedule; nothing is decided per scheduler:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from fuser_core.codegen import kernel_ir as k
@@ -144,11 +145,15 @@ class Lowering:
     def _bind_tensor(self, tv: TensorView, pos: int, is_output: bool) -> None:
         logical = tv.logical_no_reductions()
         alloc = [d for d in tv.domain.maybe_allocation if not d.is_reduction]
-        self.tensor_args.append(k.TensorArg(f"T{tv.name}", tv.dtype, len(logical), len(alloc), is_output, pos))
-        for axis, dim in enumerate(logical):
-            extent = dim.maybe_expanded_extent
-            if not extent.is_const:
-                self.scalars.setdefault(id(extent), k.TensorField(INDEX, f"T{tv.name}", "logical_size", axis))
+        if not is_output:
+            for axis, dim in enumerate(logical):
+                extent = dim.maybe_expanded_extent
+                if not extent.is_const:
+                    self.scalars.setdefault(id(extent), k.TensorField(INDEX, f"T{tv.name}", "logical_size", axis))
+        shape = tuple(self.scalar(d.maybe_expanded_extent, INDEX) for d in logical) if is_output else ()
+        self.tensor_args.append(
+            k.TensorArg(f"T{tv.name}", tv.dtype, len(logical), len(alloc), is_output, pos, 1, shape)
+        )
 
     def scalar(self, val: Val, dtype: DataType | None = None) -> k.Node:
         """A fusion scalar as a kernel expression: a literal, an argument, or math on them."""
@@ -262,7 +267,7 @@ class Lowering:
             coords = [c for c, flag in zip(coords, expr.flags, strict=True) if not flag]  # type: ignore[attr-defined]
         elif isinstance(expr, SqueezeOp):
             it = iter(coords)
-            coords = [k.Const(INDEX, 0) if flag else next(it) for flag in expr.flags]  # type: ignore[misc]  # type: ignore[attr-defined]
+            coords = [k.Const(INDEX, 0) if flag else next(it) for flag in expr.flags]  # type: ignore[attr-defined]
         elif consumer.domain.has_root and not isinstance(expr, CatOp):
             coords, valid = self._root_coords(consumer, coords, valid, expr)
         dims = producer.logical_no_reductions()
@@ -605,7 +610,14 @@ class Lowering:
         vectorized = {name: w for name, w in self.vector_widths.items()}
         tensors = [
             k.TensorArg(
-                t.name, t.dtype, t.ndim, t.alloc_ndim, t.is_output, t.fusion_position, vectorized.get(t.name, 1)
+                t.name,
+                t.dtype,
+                t.ndim,
+                t.alloc_ndim,
+                t.is_output,
+                t.fusion_position,
+                vectorized.get(t.name, 1),
+                t.shape,
             )
             for t in self.tensor_args
         ]
@@ -644,23 +656,39 @@ class Lowering:
     def _store_global(self, tv: TensorView, inst: Instance, vector: int) -> None:
         name = f"T{tv.name}"
         if vector == 1:
-            value = self.value_of_definition(tv, inst)
-            store = k.Store(name, self.global_index(tv, inst.coords), value)
-            self._emit(store if inst.valid == TRUE else k.If(inst.valid, [store]))
+            with self._predicated(inst.valid):
+                value = self.value_of_definition(tv, inst)
+                self._emit(k.Store(name, self.global_index(tv, inst.coords), value))
             return
         lane_dim = tv.loop[-1]
         lane = loop_var(lane_dim)
-        staging = self._local_name(tv) + "_vec"
-        self._emit(k.Alloc(staging, tv.dtype, vector, k.Memory.local))
-        loop = k.For(lane, k.Const(INDEX, vector), k.LoopKind.unroll, label=concrete(lane_dim).to_string())
-        self._emit(loop)
-        self.stack.append(_Scope(loop.body, concrete(lane_dim).name))
-        self._emit(k.Store(staging, lane, self.value_of_definition(tv, inst)))
-        self.stack.pop()
         first = self.own_instance(tv, {concrete(lane_dim).name: k.Const(INDEX, 0)})
-        copy = k.VectorCopy(name, self.global_index(tv, first.coords), staging, k.Const(INDEX, 0), vector, tv.dtype)
-        self._emit(copy if first.valid == TRUE else k.If(first.valid, [copy]))
+        # Launch checks make the extent divisible by the width: lane 0's bounds are all lanes'.
+        with self._predicated(first.valid):
+            staging = self._local_name(tv) + "_vec"
+            self._emit(k.Alloc(staging, tv.dtype, vector, k.Memory.local))
+            loop = k.For(lane, k.Const(INDEX, vector), k.LoopKind.unroll, label=concrete(lane_dim).to_string())
+            self._emit(loop)
+            self.stack.append(_Scope(loop.body, concrete(lane_dim).name))
+            self._emit(k.Store(staging, lane, self.value_of_definition(tv, inst)))
+            self.stack.pop()
+            copy = k.VectorCopy(name, self.global_index(tv, first.coords), staging, k.Const(INDEX, 0), vector, tv.dtype)
+            self._emit(copy)
         self.vector_widths[name] = max(vector, self.vector_widths.get(name, 1))
+
+    @contextlib.contextmanager
+    def _predicated(self, cond: k.Node) -> Iterator[None]:
+        """Emit inside `if (cond)`: nothing is computed, read or written out of bounds."""
+        if cond == TRUE:
+            yield
+            return
+        branch = k.If(cond)
+        self._emit(branch)
+        self.stack.append(_Scope(branch.then, None))
+        try:
+            yield
+        finally:
+            self.stack.pop()
 
     def _store_shared(self, tv: TensorView, inst: Instance) -> None:
         name = f"T{tv.name}"
@@ -697,7 +725,8 @@ class Lowering:
             return
         if vector > 1:
             self._open(tv.loop[-1])
-        self._emit(k.Store(name, self._slot(tv), self.value_of_definition(tv, inst)))
+        with self._predicated(inst.valid):
+            self._emit(k.Store(name, self._slot(tv), self.value_of_definition(tv, inst)))
 
     def _lane_instance(self, inst: Instance, lanes: Mapping[int, k.Node]) -> Instance:
         subst = {f"i{c}": v for c, v in lanes.items()}

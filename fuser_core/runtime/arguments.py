@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,13 +28,37 @@ from fuser_core.ir.tensor_view import TensorView
 
 @dataclass(frozen=True)
 class TensorArg:
-    """A tensor input: its host data plus the layout it arrived with."""
+    """A tensor input: the caller's array plus the layout it arrived with. A device
+    array (CuPy, torch on CUDA) is copied to the host only when the reference backend
+    reads its values; the CUDA backend uses it where it is."""
 
-    array: np.ndarray
+    host: np.ndarray | None  # None until `array` is first read, for a device array
     dtype: DataType
     shape: tuple[int, ...]
     strides: tuple[int, ...]  # in elements, as the caller's array had them
     origin: str  # "numpy", "torch" or "cupy"
+    device: Any = field(default=None, compare=False)  # the caller's CuPy array or CUDA torch tensor
+
+    @property
+    def array(self) -> np.ndarray:
+        if self.host is None:
+            object.__setattr__(self, "host", _to_host(self.device, self.dtype))
+        assert self.host is not None
+        return self.host
+
+
+def _to_host(value: Any, dtype: DataType) -> np.ndarray:
+    if type(value).__module__.split(".")[0] == "cupy":
+        return value.get()  # type: ignore[no-any-return]
+    return _torch_to_numpy(value.detach().to("cpu"), dtype)
+
+
+def _torch_to_numpy(host: Any, dtype: DataType) -> np.ndarray:
+    torch = sys.modules["torch"]
+    if dtype.is_reduced_float:  # NumPy has no bf16/fp8: reinterpret the bits
+        bits = torch.int16 if dtype.itemsize == 2 else torch.uint8
+        return host.view(bits).numpy().view(dtype.numpy)  # type: ignore[no-any-return]
+    return host.numpy()  # type: ignore[no-any-return]
 
 
 def _input_label(index: int, val: Val) -> str:
@@ -54,8 +78,7 @@ def _to_tensor_arg(value: Any) -> TensorArg | None:
         return _from_torch(value)
     if module == "cupy":
         strides = tuple(s // value.itemsize for s in value.strides)
-        host = value.get()
-        return TensorArg(host, dtype_from_framework(host), tuple(host.shape), strides, "cupy")
+        return TensorArg(None, dtype_from_framework(value), tuple(value.shape), strides, "cupy", value)
     if isinstance(value, np.ndarray):
         strides = tuple(s // value.itemsize if value.itemsize else 0 for s in value.strides)
         return TensorArg(value, dtype_from_framework(value), tuple(value.shape), strides, "numpy")
@@ -63,16 +86,11 @@ def _to_tensor_arg(value: Any) -> TensorArg | None:
 
 
 def _from_torch(tensor: Any) -> TensorArg:
-    torch = sys.modules["torch"]  # the caller's torch tensor means torch is imported
     dtype = dtype_from_framework(tensor)
-    host = tensor.detach().to("cpu")
-    strides = tuple(host.stride())
-    if dtype.is_reduced_float:  # NumPy has no bf16/fp8: reinterpret the bits
-        bits = torch.int16 if dtype.itemsize == 2 else torch.uint8
-        array = host.view(bits).numpy().view(dtype.numpy)
-    else:
-        array = host.numpy()
-    return TensorArg(array, dtype, tuple(host.shape), strides, "torch")
+    strides = tuple(tensor.stride())
+    if tensor.device.type == "cuda":
+        return TensorArg(None, dtype, tuple(tensor.shape), strides, "torch", tensor)
+    return TensorArg(_torch_to_numpy(tensor.detach(), dtype), dtype, tuple(tensor.shape), strides, "torch")
 
 
 def _to_scalar(value: Any) -> Any | None:
@@ -102,13 +120,15 @@ def convert_inputs(fusion: Fusion, inputs: Sequence[Any]) -> list[Any]:
     return args
 
 
-def bind_args(fusion: Fusion, args: Sequence[Any]) -> ExpressionEvaluator:
-    """An evaluator with every input, extent and scalar of `fusion` bound to `args`."""
+def bind_args(fusion: Fusion, args: Sequence[Any], values: bool = True) -> ExpressionEvaluator:
+    """An evaluator with every input, extent and scalar of `fusion` bound to `args`;
+    tensors' values too unless `values` is False (sizes are all a schedule needs)."""
     ev = ExpressionEvaluator()
     for index, (val, arg) in enumerate(zip(fusion.inputs, args, strict=True)):
         if isinstance(val, TensorView):
             _bind_sizes(index, val, arg, ev)
-            ev.bind(val, arg.array)
+            if values:
+                ev.bind(val, arg.array)
         else:
             ev.bind(val, arg)
     return ev

@@ -22,6 +22,7 @@ from typing import Any
 from fuser_core.dynamic.concretization_info import ConcretizationInfo, compute_info
 from fuser_core.dynamic.concretize import concretize
 from fuser_core.dynamic.initial_info import analyze_fusion
+from fuser_core.errors import FuserError
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.printer import print_kernel, print_math
 from fuser_core.ir.scalar import Scalar
@@ -29,7 +30,7 @@ from fuser_core.ir.tensor_view import TensorView
 from fuser_core.options import DisableOption, DumpOption, Options, current_options, emit_dump
 from fuser_core.runtime.arguments import TensorArg, bind_args, convert_inputs
 from fuser_core.runtime.artifacts import LaunchRecord
-from fuser_core.runtime.dumps import emit_runtime_dumps
+from fuser_core.runtime.dumps import emit_runtime_dumps, print_launches
 from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend, compile_fusion
 from fuser_core.runtime.signature import InputSignature
 from fuser_core.scheduler.device import select_device
@@ -74,11 +75,27 @@ class _ConcretizationEntry:
     runtimes: list[FusionKernelRuntime] = field(default_factory=list)
 
 
+def select_backend(name: str | None, device_model: str | None) -> Backend:
+    """The backend an option names, else cuda where a GPU and CuPy are, else the reference."""
+    from fuser_core.runtime.cuda_backend import CudaBackend, cuda_available
+
+    if name == "reference":
+        return ReferenceBackend()
+    reason = cuda_available()
+    if name == "cuda" and reason is not None:
+        raise FuserError(f"the cuda backend needs an NVIDIA GPU with CuPy: {reason}")
+    if reason is None:
+        return CudaBackend(select_device(device_model))
+    return ReferenceBackend()
+
+
 class FusionExecutorCache:
     def __init__(self, fusion: Fusion, fusion_id: int = 0, backend: Backend | None = None) -> None:
         self.fusion = fusion
         self.fusion_id = fusion_id
+        self.fixed_backend = backend  # None: chosen by the options of each run
         self.backend: Backend = backend if backend is not None else ReferenceBackend()
+        self._backends: dict[tuple[str | None, str | None], Backend] = {}
         self.initial_info = analyze_fusion(fusion)
         self.reports: deque[RunReport] = deque(maxlen=REPORTS_KEPT)
         self._runs = 0
@@ -111,11 +128,13 @@ class FusionExecutorCache:
         runtime, event = self._lookup(args, opts)
         start = time.perf_counter()
         outputs = runtime.run(args)
-        report = RunReport(self._runs, event, runtime, _describe_args(self.fusion, args), time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        report = RunReport(self._runs, event, runtime, _describe_args(self.fusion, args), seconds, runtime.launches)
         self._runs += 1
         self.reports.append(report)
         emit_dump(opts, DumpOption.fusion_args, lambda: "Arguments:\n" + "".join(f"  {a}\n" for a in report.arguments))
         emit_dump(opts, DumpOption.cache_events, report.event.line)
+        emit_dump(opts, DumpOption.kernel_metadata, lambda: print_launches(report.launches, runtime.backend_name))
         return outputs
 
     def runtime_for(
@@ -127,17 +146,26 @@ class FusionExecutorCache:
         runtime, _ = self._lookup(convert_inputs(self.fusion, inputs), opts)
         return runtime
 
+    def _backend_for(self, opts: Options) -> Backend:
+        if self.fixed_backend is not None:
+            return self.fixed_backend
+        key = (opts.backend, opts.device_model)
+        if key not in self._backends:
+            self._backends[key] = select_backend(opts.backend, opts.device_model)
+        self.backend = self._backends[key]
+        return self.backend
+
     # -- the three levels -------------------------------------------------------------
     def _lookup(self, args: list[Any], opts: Options) -> tuple[FusionKernelRuntime, CacheEvent]:
         resize_extents = not opts.is_disabled(DisableOption.concretize_resize_extents)
-        ev = bind_args(self.fusion, args)
+        ev = bind_args(self.fusion, args, values=False)
         signature = InputSignature.of(args, self._scalar_dtypes)
         values = tuple(
             (self._leaf_labels.get(id(leaf), str(leaf)), ev.evaluate(leaf)) for leaf in self._leaves[resize_extents]
         )
         empties = tuple(ev.evaluate(s.extent) == 0 for s in self.initial_info.maybe_empty)
         sizes = tuple(a.shape for a in args if isinstance(a, TensorArg))
-        input_key = (signature, values, empties, resize_extents, sizes, opts.device_model)
+        input_key = (signature, values, empties, resize_extents, sizes, opts.device_model, opts.backend)
         runtime = self._by_input_key.get(input_key)
         if runtime is not None:
             self._by_input_key.move_to_end(input_key)
@@ -164,7 +192,12 @@ class FusionExecutorCache:
             return runtime, CacheEvent(False, LEVELS[1], runtime.name, tuple(reasons))
         self._recent_infos.append(info)
         device = select_device(opts.device_model)
-        same_signature = [r for r in entry.runtimes if r.accepts(signature) and r.compiled.device == device]
+        backend = self._backend_for(opts)
+        same_signature = [
+            r
+            for r in entry.runtimes
+            if r.accepts(signature) and r.compiled.device == device and r.backend_name == backend.name
+        ]
         refusals: list[str] = []
         for candidate in same_signature:
             refusal = candidate.refusal(args)
@@ -214,6 +247,8 @@ class FusionExecutorCache:
     ) -> FusionKernelRuntime:
         device = select_device(opts.device_model)
         compiled = compile_fusion(entry.fusion, args, device, signature.index_type)
+        backend = self._backend_for(opts)
+        name = f"f{self.fusion_id}_c{entry.id}_r{len(entry.runtimes)}"
         runtime = FusionKernelRuntime(
             self.fusion_id,
             entry.id,
@@ -222,7 +257,8 @@ class FusionExecutorCache:
             entry.fusion,
             signature,
             compiled,
-            self.backend.compile(compiled.segmented, signature),
+            backend.compile(compiled.segmented, signature, name),
+            backend.name,
         )
         entry.runtimes.append(runtime)
         emit_runtime_dumps(opts, runtime)
@@ -230,7 +266,7 @@ class FusionExecutorCache:
 
 
 def _input_key_diff(new: tuple[Any, ...], old: tuple[Any, ...]) -> list[str]:
-    signature, values, empties, resize_extents, sizes, device_model = new
+    signature, values, empties, resize_extents, sizes, device_model, backend = new
     found = signature.diff(old[0])
     found += [
         f"{label} {before} -> {now}" for (label, now), (_, before) in zip(values, old[1], strict=False) if now != before
@@ -246,6 +282,8 @@ def _input_key_diff(new: tuple[Any, ...], old: tuple[Any, ...]) -> list[str]:
     ]
     if device_model != old[5]:
         found.append(f"device model {old[5] or 'of the GPU'} -> {device_model or 'of the GPU'}")
+    if backend != old[6]:
+        found.append(f"backend {old[6] or 'automatic'} -> {backend or 'automatic'}")
     return found
 
 

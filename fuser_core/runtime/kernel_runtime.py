@@ -9,14 +9,14 @@ evaluates each group's own fusion with NumPy, kernel by kernel.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fuser_core.dynamic.concretization_info import ConcretizationInfo
 from fuser_core.ir.fusion import Fusion
 from fuser_core.passes import PassRecord, run_presegmentation_passes
 from fuser_core.runtime.arguments import bind_args
-from fuser_core.runtime.artifacts import KernelArtifact
+from fuser_core.runtime.artifacts import KernelArtifact, LaunchRecord
 from fuser_core.runtime.reference import evaluate_groups
 from fuser_core.runtime.signature import InputSignature
 from fuser_core.scheduler.device import DeviceProperties
@@ -33,7 +33,7 @@ class Executable(Protocol):
 class Backend(Protocol):
     name: str
 
-    def compile(self, segmented: SegmentedFusion, signature: InputSignature) -> Executable: ...
+    def compile(self, segmented: SegmentedFusion, signature: InputSignature, runtime_name: str) -> Executable: ...
 
 
 class _ReferenceExecutable:
@@ -52,7 +52,7 @@ class ReferenceBackend:
 
     name = "reference"
 
-    def compile(self, segmented: SegmentedFusion, signature: InputSignature) -> Executable:
+    def compile(self, segmented: SegmentedFusion, signature: InputSignature, runtime_name: str = "") -> Executable:
         return _ReferenceExecutable(segmented)
 
 
@@ -64,6 +64,7 @@ class CompiledFusion:
     passes: tuple[PassRecord, ...]
     segmented: SegmentedFusion
     device: DeviceProperties
+    sizes: dict[int, tuple[int, ...]]  # every tensor's extents at the sizes it was built for, by name
 
 
 def compile_fusion(
@@ -71,10 +72,20 @@ def compile_fusion(
 ) -> CompiledFusion:
     fusion, _ = concretized.clone()
     records = run_presegmentation_passes(fusion)
-    info = RuntimeInfo(bind_args(fusion, args), device, index_type)
+    info = RuntimeInfo(bind_args(fusion, args, values=False), device, index_type)
     segmented = segment(fusion, info)
     schedule_groups(segmented)
-    return CompiledFusion(tuple(records), segmented, device)
+    return CompiledFusion(tuple(records), segmented, device, _tensor_sizes(fusion, info))
+
+
+def _tensor_sizes(fusion: Fusion, info: RuntimeInfo) -> dict[int, tuple[int, ...]]:
+    sizes = {}
+    for tv in fusion.tensors():
+        try:
+            sizes[tv.name] = tuple(info.extent(d) for d in tv.logical_no_reductions())
+        except Exception:  # an extent only the run computes (a data-dependent size)
+            continue
+    return sizes
 
 
 @dataclass
@@ -87,6 +98,8 @@ class FusionKernelRuntime:
     signature: InputSignature
     compiled: CompiledFusion
     executable: Executable
+    backend_name: str = "reference"
+    _kernels: tuple[KernelArtifact, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -103,13 +116,25 @@ class FusionKernelRuntime:
         """Why this runtime cannot run these inputs (same signature, other sizes): a
         kernel's scheduler rejects them, or would choose other parameters; None if it can."""
         complete = self.segmented.complete
-        info = RuntimeInfo(bind_args(complete, args), self.compiled.device, self.signature.index_type)
+        info = RuntimeInfo(bind_args(complete, args, values=False), self.compiled.device, self.signature.index_type)
         return self.segmented.refusal(info)
 
     @property
     def kernels(self) -> tuple[KernelArtifact, ...]:
-        """One artifact per generated kernel, in launch order (none until codegen lands)."""
-        return ()
+        """One artifact per generated kernel, in launch order: its kernel IR, CUDA and the
+        launch its schedule gives at the sizes this runtime was built for. Lowered on
+        first use on the reference backend (which runs no kernel), so they can be read
+        and compiled on a machine with no GPU."""
+        if self._kernels is None:
+            from fuser_core.runtime.cuda_backend import kernel_artifacts
+
+            self._kernels = kernel_artifacts(self.segmented, self.name, self.signature.index_type, self.compiled.sizes)
+        return self._kernels
+
+    @property
+    def launches(self) -> tuple[LaunchRecord, ...]:
+        """What the last run launched (the cuda backend), else nothing."""
+        return tuple(getattr(self.executable, "last_launches", ()))
 
     def run(self, args: Sequence[Any]) -> list[Any]:
         return self.executable.run(args)

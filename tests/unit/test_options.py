@@ -35,7 +35,7 @@ def test_unknown_names_are_errors_listing_the_valid_ones():
     message = str(err.value)
     assert "segmented_fusoin" in message and "FUSER_DUMP" in message
     assert all(name in message for name in DumpOption.__members__)
-    with pytest.raises(FuserError, match="none yet"):
+    with pytest.raises(FuserError, match="valid: kernel_profile"):
         options_from_env({"NVFUSER_ENABLE": "fuse_matmul"})
 
 
@@ -134,3 +134,12 @@ def test_an_unknown_device_model_is_an_error_naming_its_source_and_the_valid_one
     message = str(err.value)
     assert "'b200'" in message and source in message
     assert all(name in message for name in DEVICE_MODELS)
+
+
+def test_backend_option_from_env_and_use_options():
+    assert options_from_env({"FUSER_BACKEND": "Reference"}).backend == "reference"
+    assert options_from_env({}).backend is None
+    with pytest.raises(FuserError, match="unknown backend 'gpu' in FUSER_BACKEND; valid: cuda, reference"):
+        options_from_env({"FUSER_BACKEND": "gpu"})
+    with use_options(backend="cuda") as opts:
+        assert opts.backend == "cuda"

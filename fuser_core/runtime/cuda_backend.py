@@ -1,0 +1,513 @@
+"""The CUDA backend: each generated kernel compiled with NVRTC and launched through CuPy.
+
+Groups run in order on the current device; intermediates between kernels are device
+arrays. A group with no generated kernel yet (reductions and normalization come in
+codegen part 2; expr_eval and no_op groups have none) runs its math on the host with
+the reference backend, and its launch record says so; that is slow but never wrong.
+
+Launch arguments are packed once per kernel as ctypes structs laid out like the
+kernel's `Tensor<T, N, A>` parameters; a call only writes the data pointers, sizes and
+strides into them and calls cuLaunchKernel, so a cache hit costs a few microseconds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.cuda import translation_unit
+from fuser_core.codegen.lower import lower_group
+from fuser_core.errors import FuserError
+from fuser_core.ir.dtype import DataType
+from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.tensor_view import TensorView
+from fuser_core.runtime.arguments import TensorArg, bind_args
+from fuser_core.runtime.artifacts import KernelArtifact, LaunchParams, LaunchRecord
+from fuser_core.runtime.reference import bind_leaves, evaluate_fusion, leaf_values
+from fuser_core.runtime.signature import InputSignature
+from fuser_core.scheduler.base import SchedulerType
+from fuser_core.scheduler.device import DeviceProperties
+from fuser_core.segmenter.segmented_fusion import SegmentedFusion, SegmentedGroup
+
+GENERATED = {SchedulerType.pointwise, SchedulerType.transpose}
+
+
+def cuda_available() -> str | None:
+    """None when a GPU and CuPy are there, else why not."""
+    if "cupy" not in sys.modules:
+        try:
+            import cupy  # heavy and optional
+        except Exception as err:  # ImportError, or a CUDA library that fails to load
+            return f"CuPy is not installed or does not load ({err})"
+    import cupy
+
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "CuPy found no CUDA device"
+    except Exception as err:
+        return f"no usable CUDA device: {err}"
+    return None
+
+
+def kernel_name(scheduler: SchedulerType, runtime_name: str, group_id: int) -> str:
+    return f"nvfuser_{scheduler.value}_{runtime_name}_g{group_id}"
+
+
+def index_dtype(index_type: str) -> DataType:
+    return DataType.Int32 if index_type == "int32" else DataType.Int
+
+
+def generates_kernel(group: SegmentedGroup) -> bool:
+    return group.scheduler in GENERATED
+
+
+def lower_groups(segmented: SegmentedFusion, runtime_name: str, index_type: str) -> dict[int, k.Kernel]:
+    """The kernel IR of every group codegen handles, by group id."""
+    kernels = {}
+    for group in segmented.groups:
+        if generates_kernel(group) and group.fusion is not None:
+            name = kernel_name(group.scheduler, runtime_name, group.id)
+            kernels[group.id] = lower_group(group.fusion, name, index_dtype(index_type))
+    return kernels
+
+
+# -- evaluating index expressions on the host (launch dimensions, output shapes) --------------
+
+
+def evaluate(
+    node: k.Node, sizes: Mapping[str, Sequence[int]], strides: Mapping[str, Sequence[int]], scalars: Mapping[str, Any]
+) -> int:
+    if isinstance(node, k.Const):
+        return int(node.value)
+    if isinstance(node, k.TensorField):
+        table = sizes if node.field == "logical_size" else strides
+        return int(table[node.tensor][node.axis])
+    if isinstance(node, k.ScalarParam):
+        return int(scalars[node.name])
+    if isinstance(node, k.Bin):
+        a, b = evaluate(node.a, sizes, strides, scalars), evaluate(node.b, sizes, strides, scalars)
+        if node.op == "+":
+            return a + b
+        if node.op == "-":
+            return a - b
+        if node.op == "*":
+            return a * b
+        if node.op == "/":
+            return int(a / b) if b else 0
+        if node.op == "%":
+            return int(np.fmod(a, b)) if b else 0
+    if isinstance(node, k.Call) and node.fn == "ceilDiv":
+        a, b = (evaluate(x, sizes, strides, scalars) for x in node.args)
+        return -(-a // b)
+    if isinstance(node, k.Cast):
+        return evaluate(node.a, sizes, strides, scalars)
+    raise FuserError(f"cannot evaluate {k.expr_text(node)} on the host", op="launch")
+
+
+def launch_params(
+    kernel: k.Kernel,
+    sizes: Mapping[str, Sequence[int]],
+    strides: Mapping[str, Sequence[int]],
+    scalars: Mapping[str, Any],
+) -> LaunchParams:
+    dims = {"blockIdx.x": 1, "blockIdx.y": 1, "blockIdx.z": 1, "threadIdx.x": 1, "threadIdx.y": 1, "threadIdx.z": 1}
+    for dim in kernel.launch:
+        dims[dim.hardware] = max(dims[dim.hardware], evaluate(dim.extent, sizes, strides, scalars))
+    grid = (dims["blockIdx.x"], dims["blockIdx.y"], dims["blockIdx.z"])
+    block = (dims["threadIdx.x"], dims["threadIdx.y"], dims["threadIdx.z"])
+    return LaunchParams(grid, block, kernel.shared_bytes)
+
+
+# -- argument packing ---------------------------------------------------------------------------
+
+
+def _tensor_struct(index: Any, ndim: int, alloc_ndim: int) -> Any:
+    """A ctypes struct laid out as the kernel's `Tensor<T, N, A>`."""
+
+    class TensorStruct(ctypes.Structure):
+        _fields_ = [  # ctypes reads the class attribute
+            ("data", ctypes.c_void_p),
+            ("logical_size", index * max(ndim, 1)),
+            ("alloc_stride", index * max(alloc_ndim, 1)),
+        ]
+
+    return TensorStruct
+
+
+_SCALAR_CTYPES = {
+    DataType.Bool: ctypes.c_bool,
+    DataType.Float: ctypes.c_float,
+    DataType.Double: ctypes.c_double,
+    DataType.Int: ctypes.c_int64,
+    DataType.Int32: ctypes.c_int32,
+    DataType.Index: ctypes.c_int64,
+}
+
+
+@dataclass
+class PackedArgs:
+    """The kernel's parameters as ctypes objects, and the `void*[]` cuLaunchKernel takes."""
+
+    kernel: k.Kernel
+    structs: list[Any] = field(default_factory=list)
+    scalars: list[Any] = field(default_factory=list)
+    pointers: Any = None
+
+    def __post_init__(self) -> None:
+        index = ctypes.c_int32 if self.kernel.index_type == DataType.Int32 else ctypes.c_int64
+        for t in self.kernel.tensors:
+            self.structs.append(_tensor_struct(index, t.ndim, t.alloc_ndim)())
+        for s in self.kernel.scalars:
+            self.scalars.append(_SCALAR_CTYPES.get(s.dtype, ctypes.c_int64)())
+        params = [*self.structs, *self.scalars]
+        self.pointers = (ctypes.c_void_p * max(len(params), 1))(*[ctypes.addressof(p) for p in params])
+
+    def set_tensor(self, position: int, pointer: int, sizes: Sequence[int], strides: Sequence[int]) -> None:
+        struct = self.structs[position]
+        struct.data = pointer
+        for axis, size in enumerate(sizes):
+            struct.logical_size[axis] = size
+        for axis, stride in enumerate(strides):
+            struct.alloc_stride[axis] = stride
+
+    def set_scalar(self, position: int, value: Any) -> None:
+        self.scalars[position].value = value
+
+
+# -- running groups -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Compiled:
+    function: Any  # nvrtc.LoadedKernel
+    compiled: Any  # nvrtc.CompiledModule
+    packed: PackedArgs
+
+
+class GeneratedGroup:
+    """One generated kernel, its vectorized form and (compiled on demand) its scalar fallback."""
+
+    def __init__(self, group: SegmentedGroup, kernel: k.Kernel, device: DeviceProperties, index_type: str) -> None:
+        self.group = group
+        self.kernel = kernel
+        self.device = device
+        self.index_type = index_type
+        self.fusion = group.fusion
+        assert self.fusion is not None
+        self._compiled: dict[bool, _Compiled] = {}
+        self.outputs = [tv for tv in self.fusion.outputs if isinstance(tv, TensorView)]
+        self.inputs = [tv for tv in self.fusion.inputs if isinstance(tv, TensorView)]
+        self.alloc_orders = {f"T{tv.name}": _alloc_order(tv) for tv in [*self.inputs, *self.outputs]}
+        self.last_cache_hit = True
+
+    def compiled(self, vectorized: bool) -> _Compiled:
+        found = self._compiled.get(vectorized)
+        if found is None:
+            from fuser_core.runtime.kernel_cache import compile_kernel
+            from fuser_core.runtime.nvrtc import load_module
+
+            kernel = self.kernel
+            if not vectorized:
+                kernel = lower_group(self.fusion, self.kernel.name, self.kernel.index_type, vectorize=False)  # type: ignore[arg-type]
+            module = compile_kernel(translation_unit(kernel), kernel.name, arch=self.device)
+            self.last_cache_hit = module.cache_hit
+            found = _Compiled(load_module(module)[kernel.name], module, PackedArgs(kernel))
+            self._compiled[vectorized] = found
+        return found
+
+    def run(
+        self, tensors: dict[int, Any], scalars: dict[int, Any], cupy: Any, stream: Any
+    ) -> tuple[LaunchParams, bool]:
+        sizes: dict[str, Sequence[int]] = {}
+        strides: dict[str, Sequence[int]] = {}
+        pointers: dict[str, int] = {}
+        for tv in self.inputs:
+            array = tensors[tv.name]
+            name = f"T{tv.name}"
+            sizes[name] = array.shape
+            element_strides = [s // array.itemsize for s in array.strides]
+            strides[name] = [element_strides[axis] for axis in self.alloc_orders[name]]
+            pointers[name] = array.data.ptr
+        scalar_values = {s.name: scalars[s.fusion_position] for s in self.kernel.scalars}
+        for tv in self.outputs:
+            name = f"T{tv.name}"
+            shape = [
+                evaluate(_extent_node(self.kernel, tv, axis), sizes, strides, scalar_values) for axis in range(tv.ndim)
+            ]
+            array = _empty(cupy, shape, tv.dtype, self.alloc_orders[name])
+            tensors[tv.name] = array
+            sizes[name] = shape
+            strides[name] = [[s // max(array.itemsize, 1) for s in array.strides][a] for a in self.alloc_orders[name]]
+            pointers[name] = array.data.ptr
+        vectorized = self.kernel.vectorized and self._aligned(pointers, strides)
+        compiled = self.compiled(vectorized)
+        params = launch_params(compiled.packed.kernel, sizes, strides, scalar_values)
+        for position, t in enumerate(compiled.packed.kernel.tensors):
+            compiled.packed.set_tensor(position, pointers[t.name], sizes[t.name], strides[t.name])
+        for position, s in enumerate(compiled.packed.kernel.scalars):
+            compiled.packed.set_scalar(position, scalar_values[s.name])
+        if all(g > 0 for g in params.grid):
+            launch(compiled.function.function, params, compiled.packed, stream)
+        return params, vectorized
+
+    def _aligned(self, pointers: dict[str, int], strides: dict[str, Sequence[int]]) -> bool:
+        for t in self.kernel.tensors:
+            if t.vectorized <= 1:
+                continue
+            if pointers[t.name] % (t.vectorized * t.dtype.itemsize):
+                return False
+            if any(s % t.vectorized for s in list(strides[t.name])[:-1]):
+                return False
+        return True
+
+
+def launch(function: Any, params: LaunchParams, packed: PackedArgs, stream: Any) -> None:
+    from cupy.cuda import driver
+
+    driver.launchKernel(
+        function.ptr,
+        *params.grid,
+        *params.block,
+        params.shared_bytes,
+        stream.ptr,
+        ctypes.addressof(packed.pointers),
+        0,
+    )
+
+
+def _extent_node(kernel: k.Kernel, tv: TensorView, axis: int) -> k.Node:
+    for t in kernel.tensors:
+        if t.name == f"T{tv.name}" and t.shape:
+            return t.shape[axis]
+    raise FuserError(f"kernel {kernel.name} does not know the shape of output T{tv.name}", op="launch")
+
+
+def _alloc_order(tv: TensorView) -> list[int]:
+    """The logical axis of each allocation axis (outermost first)."""
+    logical = tv.logical_no_reductions()
+    alloc = [d for d in tv.domain.maybe_allocation if not d.is_reduction]
+    return [next(i for i, d in enumerate(logical) if d is a) for a in alloc]
+
+
+def _empty(cupy: Any, shape: Sequence[int], dtype: DataType, alloc_order: Sequence[int]) -> Any:
+    """A device array with the strides of its allocation order (contiguous in it)."""
+    storage = _cupy_dtype(dtype)
+    permuted = cupy.empty([shape[a] for a in alloc_order], dtype=storage)
+    inverse = [alloc_order.index(axis) for axis in range(len(shape))]
+    return permuted.transpose(inverse) if list(alloc_order) != sorted(alloc_order) else permuted
+
+
+def _cupy_dtype(dtype: DataType) -> Any:
+    if dtype.is_reduced_float:
+        return np.uint16 if dtype.itemsize == 2 else np.uint8  # the bits; CuPy has no bf16
+    return dtype.numpy
+
+
+class HostGroup:
+    """A group with no generated kernel: its math on the host, with the reference backend."""
+
+    def __init__(self, group: SegmentedGroup, complete: Fusion) -> None:
+        self.group = group
+        assert group.unscheduled is not None
+        self.fusion = group.unscheduled
+        self.complete = complete
+
+    def run(self, tensors: dict[int, Any], leaves: dict[int, Any], cupy: Any, dtypes: dict[int, DataType]) -> None:
+        ev = bind_leaves(self.fusion, leaves)
+        for val in self.fusion.inputs:
+            if isinstance(val, TensorView):
+                ev.bind(val, _to_host_array(tensors[val.name], val.dtype))
+        results = evaluate_fusion(self.fusion, ev)
+        for out, value in zip(self.fusion.outputs, results, strict=True):
+            if isinstance(out, TensorView):
+                tensors[out.name] = _to_device_array(cupy, np.asarray(value), out.dtype)
+
+
+def _to_host_array(array: Any, dtype: DataType) -> np.ndarray:
+    host = array.get()
+    return host.view(dtype.numpy) if dtype.is_reduced_float else host
+
+
+def _to_device_array(cupy: Any, host: np.ndarray, dtype: DataType) -> Any:
+    if dtype.is_reduced_float:
+        host = np.ascontiguousarray(host).view(np.uint16 if dtype.itemsize == 2 else np.uint8)
+    return cupy.asarray(host)
+
+
+class CudaExecutable:
+    def __init__(
+        self, segmented: SegmentedFusion, signature: InputSignature, runtime_name: str, device: DeviceProperties
+    ) -> None:
+        import cupy
+
+        self.cupy = cupy
+        self.segmented = segmented
+        self.complete = segmented.complete
+        self.device = device
+        kernels = lower_groups(segmented, runtime_name, signature.index_type)
+        self.steps: list[GeneratedGroup | HostGroup] = []
+        for group in segmented.groups:
+            if group.id in kernels:
+                self.steps.append(GeneratedGroup(group, kernels[group.id], device, signature.index_type))
+            else:
+                self.steps.append(HostGroup(group, self.complete))
+        self.last_launches: tuple[LaunchRecord, ...] = ()
+        self.input_tvs = [v for v in self.complete.inputs]
+
+    def run(self, args: Sequence[Any]) -> list[Any]:
+        cupy = self.cupy
+        stream = cupy.cuda.get_current_stream()
+        tensors: dict[int, Any] = {}
+        scalars: dict[int, Any] = {}
+        wants_torch = False
+        for position, (val, arg) in enumerate(zip(self.input_tvs, args, strict=True)):
+            if isinstance(arg, TensorArg):
+                tensors[val.name] = _device_array(cupy, arg)
+                wants_torch = wants_torch or arg.origin == "torch"
+            else:
+                scalars[position] = arg
+        leaves = None
+        records = []
+        for step in self.steps:
+            if isinstance(step, GeneratedGroup):
+                fusion_inputs = step.fusion.inputs if step.fusion is not None else []
+                group_scalars = {
+                    p: scalars.get(_complete_position(self.complete, v)) for p, v in enumerate(fusion_inputs)
+                }
+                params, vectorized = step.run(tensors, group_scalars, cupy, stream)
+                records.append(_record(step, params, tensors, self.device, vectorized))
+            else:
+                if leaves is None:
+                    leaves = leaf_values(self.complete, bind_args(self.complete, args, values=False))
+                step.run(tensors, leaves, cupy, {})
+        self.last_launches = tuple(records)
+        outputs = [self._output(out, tensors) for out in self.complete.outputs]
+        if wants_torch:
+            return [
+                _to_torch(o, out.dtype) if isinstance(out, TensorView) else o
+                for o, out in zip(outputs, self.complete.outputs, strict=True)
+            ]
+        return outputs
+
+    def _output(self, out: Any, tensors: dict[int, Any]) -> Any:
+        if isinstance(out, TensorView):
+            return tensors[out.name]
+        raise FuserError("scalar outputs are not supported by the CUDA backend yet", op="execute")
+
+
+def _complete_position(fusion: Fusion, val: Any) -> int:
+    for position, v in enumerate(fusion.inputs):
+        if v.name == getattr(val, "name", None) and type(v) is type(val):
+            return position
+    return -1
+
+
+def _device_array(cupy: Any, arg: TensorArg) -> Any:
+    source = arg.device
+    if source is None:
+        host = arg.array
+        if arg.dtype.is_reduced_float:
+            host = host.view(np.uint16 if arg.dtype.itemsize == 2 else np.uint8)
+        return cupy.asarray(host)
+    if arg.origin == "torch":
+        torch = sys.modules["torch"]
+        if arg.dtype.is_reduced_float:
+            source = source.view(torch.int16 if arg.dtype.itemsize == 2 else torch.uint8)
+        return cupy.from_dlpack(source.detach())
+    return source.view(np.uint16) if arg.dtype.is_reduced_float and source.dtype.itemsize == 2 else source
+
+
+def _to_torch(array: Any, dtype: DataType) -> Any:
+    torch = sys.modules["torch"]
+    tensor = torch.from_dlpack(array)
+    if dtype == DataType.BFloat16:
+        return tensor.view(torch.bfloat16)
+    if dtype == DataType.Half:
+        return tensor.view(torch.float16)
+    return tensor
+
+
+def _record(
+    step: GeneratedGroup, params: LaunchParams, tensors: dict[int, Any], device: DeviceProperties, vectorized: bool
+) -> LaunchRecord:
+    read = sum(int(tensors[tv.name].size) * tv.dtype.itemsize for tv in step.inputs)
+    written = sum(int(tensors[tv.name].size) * tv.dtype.itemsize for tv in step.outputs)
+    compiled = step._compiled.get(vectorized)
+    function = compiled.function if compiled else None
+    seconds_estimate = (read + written) / _peak(device)
+    return LaunchRecord(
+        step.group.id,
+        step.kernel.name if vectorized or not step.kernel.vectorized else step.kernel.name + " (scalar fallback)",
+        params,
+        read,
+        written,
+        None,
+        function.num_regs if function else None,
+        function.local_size_bytes if function else None,
+        _peak(device),
+        f"memory-bound: {seconds_estimate * 1e6:.1f} us at peak DRAM bandwidth",
+    )
+
+
+def _peak(device: DeviceProperties) -> float:
+    return device.peak_dram_bandwidth_gbps * 1e9 or 1e12
+
+
+class CudaBackend:
+    """Generated kernels on the GPU (NVRTC + CuPy); the reference where none is generated yet."""
+
+    name = "cuda"
+
+    def __init__(self, device: DeviceProperties) -> None:
+        reason = cuda_available()
+        if reason is not None:
+            raise FuserError(f"the cuda backend needs an NVIDIA GPU with CuPy: {reason}")
+        self.device = device
+
+    def compile(
+        self, segmented: SegmentedFusion, signature: InputSignature, runtime_name: str = "f0_c0_r0"
+    ) -> CudaExecutable:
+        return CudaExecutable(segmented, signature, runtime_name, self.device)
+
+
+def kernel_artifacts(
+    segmented: SegmentedFusion, runtime_name: str, index_type: str, sizes: dict[int, tuple[int, ...]]
+) -> tuple[KernelArtifact, ...]:
+    """The kernel IR, CUDA and launch of every generated kernel, at `sizes` (by tensor name)."""
+    from fuser_core.codegen.cuda import print_kernel
+
+    artifacts = []
+    for group_id, kernel in lower_groups(segmented, runtime_name, index_type).items():
+        group = segmented.groups[group_id]
+        shapes = {t.name: sizes.get(int(t.name[1:]), ()) for t in kernel.tensors}
+        strides = {name: _contiguous(shape) for name, shape in shapes.items()}
+        try:
+            params = launch_params(kernel, shapes, strides, {})
+        except (KeyError, IndexError, FuserError):  # a size only a run knows (a scalar input)
+            params = LaunchParams((0, 0, 0), (0, 0, 0), kernel.shared_bytes)
+        artifacts.append(
+            KernelArtifact(
+                group_id,
+                kernel.name,
+                group.scheduler.value,
+                k.print_kernel_ir(kernel),
+                print_kernel(kernel),
+                params,
+                kernel.index_type.cuda,
+            )
+        )
+    return tuple(artifacts)
+
+
+def _contiguous(shape: Sequence[int]) -> list[int]:
+    strides, running = [], 1
+    for size in reversed(shape):
+        strides.append(running)
+        running *= max(size, 1)
+    return strides[::-1]

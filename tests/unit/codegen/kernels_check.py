@@ -1,0 +1,112 @@
+"""Shared by the codegen tests: run a fusion group by group with the reference, and each
+generated kernel on the kernel-IR interpreter, and compare what the kernel wrote."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fuser_core import load_repro, use_options
+from fuser_core.codegen.interpreter import TensorBinding, interpret
+from fuser_core.codegen.lower import lower_group
+from fuser_core.ir.tensor_view import TensorView
+from fuser_core.runtime.arguments import bind_args, convert_inputs
+from fuser_core.runtime.cuda_backend import generates_kernel, index_dtype
+from fuser_core.runtime.reference import bind_leaves, evaluate_fusion, leaf_values
+
+SAMPLES_DIR = Path(__file__).resolve().parents[3] / "sample_fusions"
+
+# The samples' big sizes, scaled down so the interpreter runs every thread in seconds;
+# the constants a fusion slices or pads by (head dims, 1, 2, 8...) are kept.
+SHRINK = {"16384": "72", "8192": "48", "4096": "40", "65536": "7", "1024": "24", "512": "12"}
+
+
+# Leading batch and head counts a sample only broadcasts over, made smaller still.
+SHRINK_TEXT = {"rope_litgpt": [("8, 32, ", "2, 3, ")]}
+
+
+def shrunk_sample(name: str) -> str:
+    text = (SAMPLES_DIR / f"{name}.py").read_text()
+    for old, new in SHRINK_TEXT.get(name, []):
+        text = text.replace(old, new)
+    return re.sub(r"\b(" + "|".join(SHRINK) + r")\b", lambda m: SHRINK[m.group(1)], text)
+
+
+def runtime_and_inputs(script: str, seed: int = 0) -> tuple[Any, list[Any]]:
+    (loaded,) = load_repro(script).definitions
+    inputs = loaded.materialize_inputs(seed=seed)
+    with use_options(device_model="h100_sxm", backend="reference"):
+        runtime = loaded.fd.runtime_for(inputs)
+    return runtime, inputs
+
+
+def alloc_order(tv: TensorView) -> list[int]:
+    logical = tv.logical_no_reductions()
+    alloc = [d for d in tv.domain.maybe_allocation if not d.is_reduction]
+    return [next(i for i, d in enumerate(logical) if d is a) for a in alloc]
+
+
+def bind(array: np.ndarray, order: list[int]) -> TensorBinding:
+    """The array laid out contiguously in its allocation order, as the runtime passes it."""
+    laid = np.ascontiguousarray(np.transpose(array, order)) if array.ndim else np.ascontiguousarray(array)
+    strides = [s // max(laid.itemsize, 1) for s in laid.strides]
+    return TensorBinding(laid.reshape(-1), tuple(array.shape), tuple(strides))
+
+
+def check_generated_kernels(runtime: Any, inputs: list[Any], vectorize: bool = True) -> list[str]:
+    """Every generated kernel of `runtime`, interpreted on the values the reference gives its
+    inputs, against the reference's outputs of that group. Returns the kernels checked."""
+    segmented = runtime.segmented
+    complete = segmented.complete
+    args = convert_inputs(complete, inputs)
+    ev = bind_args(complete, args)
+    leaves = leaf_values(complete, ev)
+    tensors: dict[int, Any] = {tv.name: ev.evaluate(tv) for tv in complete.inputs if isinstance(tv, TensorView)}
+    scalars_by_name = {v.name: a for v, a in zip(complete.inputs, args, strict=True) if not isinstance(v, TensorView)}
+    checked = []
+    for group in segmented.groups:
+        fusion = group.unscheduled
+        group_ev = bind_leaves(fusion, leaves)
+        for val in fusion.inputs:
+            if isinstance(val, TensorView):
+                group_ev.bind(val, tensors[val.name])
+        expected = evaluate_fusion(fusion, group_ev)
+        if generates_kernel(group):
+            kernel = lower_group(
+                group.fusion, f"kernel_g{group.id}", index_dtype(runtime.signature.index_type), vectorize
+            )
+            scheduled = group.fusion
+            bindings, outputs = {}, {}
+            for tv in scheduled.inputs:
+                if isinstance(tv, TensorView):
+                    bindings[f"T{tv.name}"] = bind(np.asarray(tensors[tv.name]), alloc_order(tv))
+            for tv, value in zip(scheduled.outputs, expected, strict=True):
+                value = np.asarray(value)
+                order = alloc_order(tv)
+                storage = np.empty(value.size, value.dtype)
+                storage[...] = np.nan if value.dtype.kind == "f" else -12345
+                laid_shape = [value.shape[a] for a in order]
+                strides = np.cumprod([1, *laid_shape[::-1]])[:-1][::-1]
+                bindings[f"T{tv.name}"] = TensorBinding(storage, tuple(value.shape), tuple(int(s) for s in strides))
+                outputs[tv.name] = (storage, laid_shape, order, value)
+            scalars = {f"s{v.name}": scalars_by_name[v.name] for v in scheduled.inputs if not isinstance(v, TensorView)}
+            interpret(kernel, bindings, scalars)
+            for name, (storage, laid_shape, order, value) in outputs.items():
+                got = np.transpose(storage.reshape(laid_shape), np.argsort(order)) if order else storage.reshape(())
+                _assert_close(got, value, f"{kernel.name} T{name}")
+            checked.append(kernel.name)
+        for out, value in zip(fusion.outputs, expected, strict=True):
+            tensors[out.name] = value
+    return checked
+
+
+def _assert_close(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    if want.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        return
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    rtol = 1e-5 if want.dtype.itemsize >= 4 else 2**-7
+    np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol, err_msg=what)

@@ -1,0 +1,149 @@
+"""Every generated kernel of the pointwise family, run on the kernel-IR interpreter for
+every block and thread at small sizes, against the reference backend; and compiled to
+PTX for sm_90 with NVRTC. This is how CI, with no GPU, checks indexing, predicates and
+vectorization."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fuser_core import DataType, FuserError, FusionDefinition, use_options
+from fuser_core.codegen import lower_group, print_kernel_ir, translation_unit
+from fuser_core.runtime.cuda_backend import generates_kernel, index_dtype
+
+sys.path.insert(0, str(Path(__file__).parent))
+from kernels_check import check_generated_kernels, runtime_and_inputs, shrunk_sample  # noqa: E402
+
+POINTWISE_FAMILY = [
+    "gelu_tanh_fwd",
+    "issue785_gelu_bias_bwd",
+    "issue785_reduction_pow",
+    "resize_pad_to_broadcast_dynamic",
+    "rope_issue2795",
+    "rope_litgpt",
+    "segment_set_log_softmax",
+    "transpose_add",
+]
+
+
+@pytest.mark.parametrize("vectorize", [True, False], ids=["vectorized", "scalar_fallback"])
+@pytest.mark.parametrize("name", POINTWISE_FAMILY)
+def test_sample_kernels_match_the_reference_on_the_interpreter(name, vectorize):
+    runtime, inputs = runtime_and_inputs(shrunk_sample(name))
+    checked = check_generated_kernels(runtime, inputs, vectorize=vectorize)
+    assert checked, f"{name} generated no kernel"
+
+
+def _fusion_runtime(build, inputs):
+    with FusionDefinition() as fd:
+        build(fd)
+    with use_options(device_model="h100_sxm", backend="reference"):
+        runtime = fd.runtime_for(inputs)
+    return runtime
+
+
+RNG = np.random.default_rng(7)
+
+
+def _rand(*shape, dtype=np.float32):
+    return (RNG.standard_normal(shape) + 0.5).astype(dtype)
+
+
+@pytest.mark.parametrize("size", [1, 3, 1023, 2**20 + 1])
+def test_odd_sizes_take_the_tail_predicates(size):
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
+        t1 = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.mul(fd.ops.exp(t0), fd.ops.add(t1, t0)))
+
+    inputs = [_rand(size), _rand(size)]
+    if size > 2**16:  # keep CI quick: the interpreter runs every thread
+        inputs = [_rand(4099), _rand(4099)]
+    runtime = _fusion_runtime(build, inputs)
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+def test_broadcast_expand_and_a_scalar_input():
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, -1], contiguity=True, dtype=DataType.Half)
+        t1 = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Half)
+        s = fd.define_scalar(dtype=DataType.Double)
+        b = fd.ops.broadcast_in_dim(t1, shape=t0.shape(), broadcast_dims=[1])
+        y = fd.ops.mul(fd.ops.add(t0, b), s)
+        fd.add_output(fd.ops.cast(y, DataType.Half))
+        fd.add_output(fd.ops.relu(t0))
+
+    inputs = [_rand(5, 37, 19, dtype=np.float16), _rand(37, dtype=np.float16), 0.75]
+    runtime = _fusion_runtime(build, inputs)
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+def test_a_non_contiguous_input_reads_its_runtime_strides():
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[False, False], dtype=DataType.Float)
+        fd.add_output(fd.ops.sigmoid(t0))
+
+    base = _rand(30, 50)
+    inputs = [base[::2, 1::3]]
+    runtime = _fusion_runtime(build, inputs)
+    kernel = lower_group(runtime.segmented.groups[0].fusion, "k", DataType.Int32)
+    assert "alloc_stride" in print_kernel_ir(kernel)
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+def test_pad_slice_and_cat_select_the_right_elements():
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        left = fd.ops.slice(t0, start_indices=[0, 0], end_indices=[t0.size(0), 5], strides=[1, 1])
+        right = fd.ops.slice(t0, start_indices=[0, 5], end_indices=[t0.size(0), 12], strides=[1, 1])
+        joined = fd.ops.cat([fd.ops.neg(right), left], dim=1)
+        fd.add_output(fd.ops.pad(joined, [2, 3, 1, 0], fd.define_scalar(-7.0)))
+
+    inputs = [_rand(9, 12)]
+    runtime = _fusion_runtime(build, inputs)
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+def test_integer_and_bool_math():
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Int)
+        t1 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Int)
+        q = fd.ops.div(t0, t1)
+        fd.add_output(fd.ops.where(fd.ops.gt(q, t0), fd.ops.fmod(t0, t1), q))
+
+    a = RNG.integers(-50, 50, (7, 33))
+    b = RNG.integers(1, 9, (7, 33)) * np.where(RNG.random((7, 33)) < 0.5, -1, 1)
+    inputs = [a, b]
+    runtime = _fusion_runtime(build, inputs)
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+def _sample_kernels():
+    for name in POINTWISE_FAMILY:
+        runtime, _ = runtime_and_inputs((Path(__file__).resolve().parents[3] / "sample_fusions" / f"{name}.py"))
+        for group in runtime.segmented.groups:
+            if generates_kernel(group):
+                yield name, group, runtime.signature.index_type
+
+
+def test_every_sample_kernel_compiles_to_ptx_for_sm90():
+    nvrtc = pytest.importorskip("fuser_core.runtime.kernel_cache")
+    compiled = []
+    for name, group, index_type in _sample_kernels():
+        for vectorize in (True, False):
+            kernel = lower_group(group.fusion, f"nvfuser_{name}_g{group.id}", index_dtype(index_type), vectorize)
+            module = nvrtc.compile_kernel(translation_unit(kernel), kernel.name, arch="sm_90")
+            assert f".entry {kernel.name}" in module.ptx
+            compiled.append(kernel.name)
+    assert len(compiled) == 2 * len(POINTWISE_FAMILY)
+
+
+def test_reductions_are_refused_with_a_clear_error_until_part_2():
+    runtime, _ = runtime_and_inputs(shrunk_sample("softmax"))
+    group = runtime.segmented.groups[0]
+    with pytest.raises(FuserError, match="reduction and normalization kernels are not generated yet"):
+        lower_group(group.fusion, "k", DataType.Int32)
