@@ -16,7 +16,7 @@ class ExprEvalScheduler:
 
     def compile_time_check(self, group: GroupView) -> Rejection | None:
         if not group.expr_eval_ops:
-            return reject(self.type, "no expr-eval op (matmul, linear, indexing) in the group")
+            return reject(self.type, "no expr-eval op (matmul, linear) in the group")
         if len(group.exprs) != 1:
             op = group.expr_eval_ops[0]
             return reject(
