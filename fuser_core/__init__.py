@@ -15,7 +15,7 @@ from fuser_core.ir.printer import print_kernel, print_math
 from fuser_core.options import DEVICE_MODELS, DisableOption, DumpOption, EnableOption, dump_sink, use_options
 from fuser_core.runtime.arguments import bind_args, convert_inputs
 from fuser_core.runtime.artifacts import KernelArtifact, LaunchParams, LaunchRecord
-from fuser_core.runtime.executor_cache import CacheEvent, FusionExecutorCache, RunReport
+from fuser_core.runtime.executor_cache import CacheEvent, FusionExecutorCache, RunReport, select_backend
 from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend
 from fuser_core.segmenter.printer import (
     kernel_name,
@@ -67,5 +67,6 @@ __all__ = [
     "print_scheduler_params",
     "print_segmented_fusion",
     "print_segmenter_log",
+    "select_backend",
     "use_options",
 ]

@@ -115,9 +115,9 @@ def _settings_args(args: argparse.Namespace) -> SettingsArgs:
     return SettingsArgs(shapes=shapes or None, scalars=scalars or None)
 
 
-def _check_backend(name: str) -> None:
+def _check_backend(name: str, device_model: str | None = None) -> None:
     """An unavailable backend is refused before anything loads or runs."""
-    make_backend(name)
+    make_backend(name, device_model)
 
 
 def _sessions(args: argparse.Namespace, path: Path) -> Iterator[Session]:

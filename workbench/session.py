@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-import fuser_core
 from fuser_core import (
     DEVICE_MODELS,
     Backend,
@@ -43,6 +42,7 @@ from fuser_core import (
     dump_sink,
     load_repro,
     materialize_inputs,
+    select_backend,
     use_options,
 )
 from workbench.artifacts import Artifacts, Correctness, OutputCheck, collect
@@ -50,30 +50,22 @@ from workbench.samples import resolve_script
 
 DEFAULT_MAX_INPUT_BYTES = 4 * 2**30
 REFERENCE = "reference"
-# The CUDA backend plugs in here when fuser_core exports it (issue 8): the session
-# holds the backend as a name and builds it only to run.
-CUDA_BACKEND_EXPORT = "CudaBackend"
 
 
-def _cuda_backend() -> Backend:
-    factory = getattr(fuser_core, CUDA_BACKEND_EXPORT, None)
-    if factory is None:
-        raise FuserError(
-            "the cuda backend is not available: this fuser_core has no CUDA code generation yet "
-            f"(no fuser_core.{CUDA_BACKEND_EXPORT}); use --backend reference"
-        )
-    backend: Backend = factory()
-    return backend
+# Backends by name, each built for a device model. The session holds the backend as a
+# name and builds it only to run; fuser_core's select_backend refuses cuda where no GPU
+# and CuPy are, with the reason.
+BACKENDS: dict[str, Callable[[str | None], Backend]] = {
+    REFERENCE: lambda device_model: ReferenceBackend(),
+    "cuda": lambda device_model: select_backend("cuda", device_model),
+}
 
 
-BACKENDS: dict[str, Callable[[], Backend]] = {REFERENCE: ReferenceBackend, "cuda": _cuda_backend}
-
-
-def make_backend(name: str) -> Backend:
+def make_backend(name: str, device_model: str | None = None) -> Backend:
     factory = BACKENDS.get(name)
     if factory is None:
         raise FuserError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)}")
-    return factory()
+    return factory(device_model)
 
 
 # -- settings ---------------------------------------------------------------------------
@@ -206,7 +198,7 @@ class Session:
         self.current: RunResult | None = None
         self.previous: RunResult | None = None
         self._runs = 0
-        self._caches: dict[tuple[str, str], FusionExecutorCache] = {}
+        self._caches: dict[tuple[str, str, str | None], FusionExecutorCache] = {}
         self.select(definition or script.definitions[0].name)
 
     @classmethod
@@ -297,6 +289,7 @@ class Session:
         opts = settings.options
         with (
             use_options(
+                dump=sorted(opts.dump),
                 enable=sorted(opts.enable),
                 disable=sorted(opts.disable),
                 source="the workbench options",
@@ -304,7 +297,7 @@ class Session:
             ) as effective,
             dump_sink(lambda option, text: captured.append((option.name, text))),
         ):
-            cache = self._cache(loaded, opts.backend)
+            cache = self._cache(loaded, opts.backend, opts.device_model)
             outputs = cache.run(inputs)
             report = cache.last_report
             assert report is not None
@@ -314,17 +307,18 @@ class Session:
         names += [o.name for o in sorted(effective.enable, key=lambda o: o.name)]
         return RunResult(self._runs, settings, artifacts, effective=tuple(names))
 
-    def _cache(self, loaded: LoadedDefinition, backend: str) -> FusionExecutorCache:
-        key = (loaded.name, backend)
+    def _cache(self, loaded: LoadedDefinition, backend: str, device_model: str | None) -> FusionExecutorCache:
+        key = (loaded.name, backend, device_model)
         if key not in self._caches:
             fd = loaded.fd
-            self._caches[key] = FusionExecutorCache(fd.fusion, fusion_id=fd.id or 0, backend=make_backend(backend))
+            built = make_backend(backend, device_model)
+            self._caches[key] = FusionExecutorCache(fd.fusion, fusion_id=fd.id or 0, backend=built)
         return self._caches[key]
 
     def _check(self, loaded: LoadedDefinition, backend: str, inputs: list[Any], outputs: list[Any]) -> Correctness:
         if backend == REFERENCE:
             return Correctness("reference backend: its outputs are the reference")
-        expected = self._cache(loaded, REFERENCE).run(inputs)
+        expected = self._cache(loaded, REFERENCE, None).run(inputs)
         checks = tuple(_compare(i, got, want) for i, (got, want) in enumerate(zip(outputs, expected, strict=True)))
         bad = [c.index for c in checks if not c.ok]
         note = f"outputs {bad} differ from the reference" if bad else "every output matches the reference"

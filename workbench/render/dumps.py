@@ -98,7 +98,18 @@ RENDERERS: dict[str, Renderer] = {
     "cuda_kernel": _per_kernel(lambda k: code_text(k.cuda)),
     "launch_param": _per_kernel(lambda k: ir_text(launch_text(k))),
     "kernel_metadata": _metadata,
+    "cuda_full": lambda a: _captured("cuda_full", a, lambda text: code_text(text)),
 }
+
+
+def _captured(name: str, a: Artifacts, render: Callable[[str], RenderableType]) -> RenderableType:
+    """A dump whose text only fuser_core prints (during the run, when the option is on)."""
+    texts = [text for option, text in a.core_dumps if option == name]
+    if texts:
+        return render("".join(t if t.endswith("\n") else t + "\n" for t in texts))
+    if not a.kernels:
+        return note(a.kernels_note)
+    return note(f"{name}: printed while a runtime is built; run with this dump on (--dump {name}) on a cache miss")
 
 
 def render_dump(name: str, a: Artifacts) -> RenderableType:
@@ -107,10 +118,7 @@ def render_dump(name: str, a: Artifacts) -> RenderableType:
     renderer = RENDERERS.get(name)
     if renderer is not None:
         return renderer(a)
-    texts = [text for option, text in a.core_dumps if option == name]
-    if texts:
-        return ir_text("".join(t if t.endswith("\n") else t + "\n" for t in texts))
-    return note(f"{name}: fuser_core printed nothing for it in this run (it prints on a cache miss)")
+    return _captured(name, a, ir_text)
 
 
 def render_run(a: Artifacts) -> RenderableType:
