@@ -13,6 +13,7 @@ strides into them and calls cuLaunchKernel, so a cache hit costs a few microseco
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from fuser_core.errors import FuserError
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.tensor_view import TensorView
+from fuser_core.options import EnableOption, current_options
 from fuser_core.runtime.arguments import TensorArg, bind_args
 from fuser_core.runtime.artifacts import KernelArtifact, LaunchParams, LaunchRecord
 from fuser_core.runtime.reference import bind_leaves, evaluate_fusion, leaf_values
@@ -303,9 +305,14 @@ def _empty(cupy: Any, shape: Sequence[int], dtype: DataType, alloc_order: Sequen
     return permuted.transpose(inverse) if list(alloc_order) != sorted(alloc_order) else permuted
 
 
+def bits_only(dtype: DataType) -> bool:
+    """Types CuPy has no dtype for (bf16, fp8): their device arrays hold the bits."""
+    return dtype.is_reduced_float and dtype != DataType.Half
+
+
 def _cupy_dtype(dtype: DataType) -> Any:
-    if dtype.is_reduced_float:
-        return np.uint16 if dtype.itemsize == 2 else np.uint8  # the bits; CuPy has no bf16
+    if bits_only(dtype):
+        return np.uint16 if dtype.itemsize == 2 else np.uint8
     return dtype.numpy
 
 
@@ -331,11 +338,11 @@ class HostGroup:
 
 def _to_host_array(array: Any, dtype: DataType) -> np.ndarray:
     host = array.get()
-    return host.view(dtype.numpy) if dtype.is_reduced_float else host
+    return host.view(dtype.numpy) if bits_only(dtype) else host
 
 
 def _to_device_array(cupy: Any, host: np.ndarray, dtype: DataType) -> Any:
-    if dtype.is_reduced_float:
+    if bits_only(dtype):
         host = np.ascontiguousarray(host).view(np.uint16 if dtype.itemsize == 2 else np.uint8)
     return cupy.asarray(host)
 
@@ -358,7 +365,23 @@ class CudaExecutable:
             else:
                 self.steps.append(HostGroup(group, self.complete))
         self.last_launches: tuple[LaunchRecord, ...] = ()
-        self.input_tvs = [v for v in self.complete.inputs]
+        self.input_tvs = list(self.complete.inputs)
+        for step in self.steps:  # compile now, so a run's time is the run's
+            if isinstance(step, GeneratedGroup):
+                step.compiled(step.kernel.vectorized)
+
+    def compile_events(self) -> list[str]:
+        """Per compiled kernel: NVRTC ran ("compiled"), or the process or disk cache had it."""
+        events = []
+        for step in self.steps:
+            if isinstance(step, GeneratedGroup):
+                for vectorized, c in step._compiled.items():
+                    form = "" if vectorized or not step.kernel.vectorized else " (scalar fallback)"
+                    module = c.compiled
+                    events.append(
+                        f"{step.kernel.name}{form}: {module.cache} ({module.compile_seconds:.3f} s to compile)"
+                    )
+        return events
 
     def run(self, args: Sequence[Any]) -> list[Any]:
         cupy = self.cupy
@@ -374,18 +397,30 @@ class CudaExecutable:
                 scalars[position] = arg
         leaves = None
         records = []
+        profile = current_options().is_enabled(EnableOption.kernel_profile)
+        events = []
         for step in self.steps:
             if isinstance(step, GeneratedGroup):
+                if profile:
+                    events.append((cupy.cuda.Event(), cupy.cuda.Event()))
+                    events[-1][0].record(stream)
                 fusion_inputs = step.fusion.inputs if step.fusion is not None else []
                 group_scalars = {
                     p: scalars.get(_complete_position(self.complete, v)) for p, v in enumerate(fusion_inputs)
                 }
                 params, vectorized = step.run(tensors, group_scalars, cupy, stream)
+                if profile:
+                    events[-1][1].record(stream)
                 records.append(_record(step, params, tensors, self.device, vectorized))
             else:
                 if leaves is None:
                     leaves = leaf_values(self.complete, bind_args(self.complete, args, values=False))
                 step.run(tensors, leaves, cupy, {})
+        if profile:
+            for index, (start, end) in enumerate(events):
+                end.synchronize()
+                seconds = cupy.cuda.get_elapsed_time(start, end) * 1e-3
+                records[index] = dataclasses.replace(records[index], seconds=seconds)
         self.last_launches = tuple(records)
         outputs = [self._output(out, tensors) for out in self.complete.outputs]
         if wants_torch:
@@ -412,15 +447,15 @@ def _device_array(cupy: Any, arg: TensorArg) -> Any:
     source = arg.device
     if source is None:
         host = arg.array
-        if arg.dtype.is_reduced_float:
+        if bits_only(arg.dtype):
             host = host.view(np.uint16 if arg.dtype.itemsize == 2 else np.uint8)
         return cupy.asarray(host)
     if arg.origin == "torch":
         torch = sys.modules["torch"]
-        if arg.dtype.is_reduced_float:
+        if bits_only(arg.dtype):
             source = source.view(torch.int16 if arg.dtype.itemsize == 2 else torch.uint8)
         return cupy.from_dlpack(source.detach())
-    return source.view(np.uint16) if arg.dtype.is_reduced_float and source.dtype.itemsize == 2 else source
+    return source
 
 
 def _to_torch(array: Any, dtype: DataType) -> Any:

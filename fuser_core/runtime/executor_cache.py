@@ -65,6 +65,17 @@ class RunReport:
     arguments: tuple[str, ...]  # one line per input: dtype, shape, strides or value
     seconds: float  # wall time of the backend's run
     launches: tuple[LaunchRecord, ...] = ()  # per kernel launch, on the cuda backend
+    compiles: tuple[str, ...] = ()  # on a miss that built a runtime: what each kernel's compile did
+
+    def compile_summary(self) -> str:
+        """`compiled 2 kernels (0.41 s)`, or `warm start: compiled nothing` when every
+        kernel came from the on-disk or in-process cache."""
+        if not self.compiles:
+            return "no kernels compiled in this run"
+        fresh = [c for c in self.compiles if ": compiled " in c]
+        if not fresh:
+            return f"warm start: compiled nothing ({len(self.compiles)} kernels from the kernel cache)"
+        return f"compiled {len(fresh)} of {len(self.compiles)} kernels"
 
 
 @dataclass

@@ -1,12 +1,19 @@
 """Inputs that live on the GPU (CuPy arrays, torch CUDA tensors) run on the reference
-backend with the same results as NumPy inputs."""
+backend with the same results as NumPy inputs (the cuda backend is tested in
+test_cuda_backend.py)."""
 
 import numpy as np
 import pytest
 
-from fuser_core import DataType, FusionDefinition
+from fuser_core import DataType, FusionDefinition, use_options
 
 pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def reference_backend():
+    with use_options(backend="reference"):
+        yield
 
 
 def softmax_like() -> FusionDefinition:
