@@ -116,6 +116,7 @@ _FLOAT_SUFFIX = {
     "fmod", "atan2", "pow",
 }  # fmt: skip
 _RENAMED = {"fmax": "fuser_fmax", "fmin": "fuser_fmin"}
+MAX_UNROLL = 16  # serial loops of a constant extent up to this are unrolled
 
 _STORAGE = {
     DataType.Half: "__half",
@@ -247,7 +248,9 @@ class _Printer:
                 self.stmts(loop.body, depth + 1)
             self.emit(depth, "}")
             return
-        if loop.kind in (k.LoopKind.unroll, k.LoopKind.vectorize):
+        constant = isinstance(loop.extent, k.Const) and int(loop.extent.value) <= MAX_UNROLL
+        if loop.kind in (k.LoopKind.unroll, k.LoopKind.vectorize) or (loop.kind == k.LoopKind.serial and constant):
+            # Register arrays stay in registers only when every index is a constant.
             self.emit(depth, "#pragma unroll")
         elif loop.kind == k.LoopKind.unswitch:
             self.emit(depth, "#pragma unroll 1")

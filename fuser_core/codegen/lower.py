@@ -324,7 +324,9 @@ class Lowering:
         """Reuse the open loops this tensor shares with its producers and consumers (its
         first max(ca_pos, produce_pos) loop IDs, in order; open loops over IDs it does
         not have, its broadcasts, are stayed in), then open its own loops."""
-        cap = min(max(tv.compute_at_pos, tv.max_producer_pos), len(tv.loop))
+        # Loops before ca_pos are its consumers' (shared with any sibling producer emitted
+        # before it); past that, only those its materialized producers need.
+        cap = max(min(tv.compute_at_pos, len(tv.loop)), self._reuse_cap(tv))
         wanted = [concrete(d).name for d in tv.loop]
         matched, keep = 0, 0
         depth_of: dict[int, int] = {}
@@ -349,6 +351,28 @@ class Lowering:
             depth_of[pos] = len(self.stack) - 1
         ca = tv.compute_at_pos
         self.alloc_depth[tv.name] = depth_of.get(ca - 1, len(self.stack) - 1) if ca > 0 else 0
+
+    def _reuse_cap(self, tv: TensorView) -> int:
+        """How many of the tensor's loops it must share with what was emitted before it:
+        those its materialized producers are computed in (their ca_pos, in this tensor's
+        positions), since their buffers hold one iteration of those loops. Its other
+        loops are its own, so all of a thread's loads are issued before the first use."""
+        positions = {concrete(d).name: p for p, d in enumerate(tv.loop)}
+        cap = 0
+        stack = [v for v in (tv.definition.inputs if tv.definition else []) if isinstance(v, TensorView)]
+        seen: set[int] = set()
+        while stack:
+            producer = stack.pop()
+            if producer.name in seen or producer.definition is None:
+                continue
+            seen.add(producer.name)
+            if producer in self.materialized and producer not in self.outputs:
+                ca = producer.compute_at_pos
+                if ca > 0:
+                    cap = max(cap, positions.get(concrete(producer.loop[ca - 1]).name, -1) + 1)
+                continue
+            stack.extend(v for v in producer.definition.inputs if isinstance(v, TensorView))
+        return min(cap, len(tv.loop))
 
     def _open(self, dim: IterDomain) -> None:
         c = concrete(dim)

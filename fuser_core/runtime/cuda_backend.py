@@ -31,6 +31,7 @@ from fuser_core.ir.tensor_view import TensorView
 from fuser_core.options import EnableOption, current_options
 from fuser_core.runtime.arguments import TensorArg, bind_args
 from fuser_core.runtime.artifacts import KernelArtifact, LaunchParams, LaunchRecord
+from fuser_core.runtime.fast_path import FastPlan, PlannedLaunch, PlannedOutput, output_strides, torch_dtype_supported
 from fuser_core.runtime.reference import bind_leaves, evaluate_fusion, leaf_values
 from fuser_core.runtime.signature import InputSignature
 from fuser_core.scheduler.base import SchedulerType
@@ -169,6 +170,7 @@ class PackedArgs:
             self.scalars.append(_SCALAR_CTYPES.get(s.dtype, ctypes.c_int64)())
         params = [*self.structs, *self.scalars]
         self.pointers = (ctypes.c_void_p * max(len(params), 1))(*[ctypes.addressof(p) for p in params])
+        self.address = ctypes.addressof(self.pointers)
 
     def set_tensor(self, position: int, pointer: int, sizes: Sequence[int], strides: Sequence[int]) -> None:
         struct = self.structs[position]
@@ -429,6 +431,94 @@ class CudaExecutable:
                 for o, out in zip(outputs, self.complete.outputs, strict=True)
             ]
         return outputs
+
+    def fast_plan(self, args: Sequence[Any]) -> FastPlan | None:
+        """What a call with these sizes, strides and dtypes launches, worked out once
+        (None where a group runs on the host, or an output is not written by a kernel)."""
+        if any(isinstance(step, HostGroup) for step in self.steps):
+            return None
+        positions = {v.name: p for p, v in enumerate(self.complete.inputs) if isinstance(v, TensorView)}
+        torch_out = any(isinstance(a, TensorArg) and a.origin == "torch" for a in args)
+        shapes: dict[int, tuple[int, ...]] = {}
+        strides: dict[int, tuple[int, ...]] = {}
+        scalars: dict[int, Any] = {}
+        for position, (val, arg) in enumerate(zip(self.input_tvs, args, strict=True)):
+            if isinstance(arg, TensorArg):
+                shapes[val.name], strides[val.name] = tuple(arg.shape), tuple(arg.strides)
+            else:
+                scalars[position] = arg
+        launches = []
+        for step in self.steps:
+            assert isinstance(step, GeneratedGroup) and step.fusion is not None
+            sizes: dict[str, Sequence[int]] = {}
+            alloc: dict[str, Sequence[int]] = {}
+            for tv in step.inputs:
+                name = f"T{tv.name}"
+                sizes[name] = shapes[tv.name]
+                alloc[name] = [strides[tv.name][a] for a in step.alloc_orders[name]]
+            values = {
+                s.name: scalars.get(_complete_position(self.complete, step.fusion.inputs[s.fusion_position]))
+                for s in step.kernel.scalars
+            }
+            outputs = []
+            for tv in step.outputs:
+                name = f"T{tv.name}"
+                if torch_out and not torch_dtype_supported(tv.dtype):
+                    return None
+                shape = tuple(evaluate(_extent_node(step.kernel, tv, a), sizes, alloc, values) for a in range(tv.ndim))
+                order = step.alloc_orders[name]
+                shapes[tv.name], strides[tv.name] = shape, output_strides(shape, order)
+                sizes[name], alloc[name] = shape, [strides[tv.name][a] for a in order]
+                outputs.append(PlannedOutput(tv.name, shape, strides[tv.name], tv.dtype))
+            launches.append(self._fast_launch(step, sizes, alloc, values, positions, outputs))
+        results = [out.name for out in self.complete.outputs if isinstance(out, TensorView)]
+        if len(results) != len(self.complete.outputs) or any(name in positions for name in results):
+            return None
+        return FastPlan(launches, results, torch_out, self.device)
+
+    def _fast_launch(
+        self,
+        step: GeneratedGroup,
+        sizes: dict[str, Sequence[int]],
+        alloc: dict[str, Sequence[int]],
+        values: dict[str, Any],
+        positions: dict[int, int],
+        outputs: list[PlannedOutput],
+    ) -> PlannedLaunch:
+        def packed_for(vectorized: bool) -> tuple[Any, PackedArgs]:
+            compiled = step.compiled(vectorized)
+            packed = PackedArgs(compiled.packed.kernel)
+            for position, t in enumerate(packed.kernel.tensors):
+                packed.set_tensor(position, 0, sizes[t.name], alloc[t.name])
+            for position, sc in enumerate(packed.kernel.scalars):
+                packed.set_scalar(position, values[sc.name])
+            return compiled.function.function, packed
+
+        kernel = step.kernel
+        strides_ok = all(
+            all(st % t.vectorized == 0 for st in list(alloc[t.name])[:-1]) for t in kernel.tensors if t.vectorized > 1
+        )
+        function, packed = packed_for(kernel.vectorized and strides_ok)
+        params = launch_params(packed.kernel, sizes, alloc, values)
+        fallback_cache: list[tuple[Any, PackedArgs]] = []
+
+        def fallback() -> tuple[Any, PackedArgs]:
+            if not fallback_cache:
+                fallback_cache.append(packed_for(False))
+            return fallback_cache[0]
+
+        sources = [
+            ("input", positions[int(t.name[1:])])
+            if not t.is_output and int(t.name[1:]) in positions
+            else ("tensor", int(t.name[1:]))
+            for t in kernel.tensors
+        ]
+        checks = (
+            [(i, t.vectorized * t.dtype.itemsize) for i, t in enumerate(kernel.tensors) if t.vectorized > 1]
+            if kernel.vectorized and strides_ok
+            else []
+        )
+        return PlannedLaunch(function, fallback, packed, params, sources, checks, outputs)
 
     def _output(self, out: Any, tensors: dict[int, Any]) -> Any:
         if isinstance(out, TensorView):

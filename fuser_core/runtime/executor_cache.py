@@ -13,6 +13,7 @@ and why: the difference between the new key and the nearest of the recent keys.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ from fuser_core.options import DisableOption, DumpOption, Options, current_optio
 from fuser_core.runtime.arguments import TensorArg, bind_args, convert_inputs
 from fuser_core.runtime.artifacts import LaunchRecord
 from fuser_core.runtime.dumps import emit_runtime_dumps, print_launches
+from fuser_core.runtime.fast_path import input_key
 from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend, compile_fusion
 from fuser_core.runtime.signature import InputSignature
 from fuser_core.scheduler.device import select_device
@@ -107,6 +109,7 @@ class FusionExecutorCache:
         self.fixed_backend = backend  # None: chosen by the options of each run
         self.backend: Backend = backend if backend is not None else ReferenceBackend()
         self._backends: dict[tuple[str | None, str | None], Backend] = {}
+        self._fast: dict[tuple[Any, ...], tuple[Any, RunReport]] = {}  # cuda backend: input key -> plan
         self.initial_info = analyze_fusion(fusion)
         self.reports: deque[RunReport] = deque(maxlen=REPORTS_KEPT)
         self._runs = 0
@@ -116,6 +119,25 @@ class FusionExecutorCache:
         self._scalar_dtypes = [None if isinstance(v, TensorView) else v.dtype for v in fusion.inputs]
         self._leaf_labels = _leaf_labels(fusion)
         self._leaves = {flag: self.initial_info.leaves(include_static_resizes=flag) for flag in (False, True)}
+
+    def _run_fast(self, hit: tuple[Any, RunReport], inputs: Sequence[Any]) -> list[Any]:
+        """A call like an earlier one: its plan replayed, its report repeated as a hit."""
+        plan, template = hit
+        start = time.perf_counter()
+        outputs = plan.run(inputs, self._stream_ptr())
+        event = CacheEvent(True, LEVELS[0], template.runtime.name, ("fast path",))
+        report = dataclasses.replace(
+            template, index=self._runs, event=event, seconds=time.perf_counter() - start, compiles=()
+        )
+        self._runs += 1
+        self.reports.append(report)
+        return outputs
+
+    @staticmethod
+    def _stream_ptr() -> int:
+        import cupy
+
+        return int(cupy.cuda.get_current_stream().ptr)
 
     @property
     def events(self) -> list[CacheEvent]:
@@ -134,7 +156,16 @@ class FusionExecutorCache:
         return [r for entry in self._by_info.values() for r in entry.runtimes]
 
     def run(self, inputs: Sequence[Any], enable: Sequence[str] = (), disable: Sequence[str] = ()) -> list[Any]:
-        opts = current_options().merged(enable=enable, disable=disable, source="execute")
+        base = current_options()
+        fast_key = None
+        if not enable and not disable and not base.dump and not base.enable:
+            fast_key = input_key(inputs)
+            if fast_key is not None:
+                fast_key = (fast_key, base)
+                hit = self._fast.get(fast_key)
+                if hit is not None:
+                    return self._run_fast(hit, inputs)
+        opts = base.merged(enable=enable, disable=disable, source="execute")
         args = convert_inputs(self.fusion, inputs)
         runtime, event = self._lookup(args, opts)
         start = time.perf_counter()
@@ -143,6 +174,12 @@ class FusionExecutorCache:
         report = RunReport(self._runs, event, runtime, _describe_args(self.fusion, args), seconds, runtime.launches)
         self._runs += 1
         self.reports.append(report)
+        if fast_key is not None and hasattr(runtime.executable, "fast_plan"):
+            plan = runtime.executable.fast_plan(args)
+            if plan is not None:
+                self._fast[fast_key] = (plan, report)
+                while len(self._fast) > INPUT_KEY_CAPACITY:
+                    self._fast.pop(next(iter(self._fast)))
         emit_dump(opts, DumpOption.fusion_args, lambda: "Arguments:\n" + "".join(f"  {a}\n" for a in report.arguments))
         emit_dump(opts, DumpOption.cache_events, report.event.line)
         emit_dump(opts, DumpOption.kernel_metadata, lambda: print_launches(report.launches, runtime.backend_name))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fuser_core.ir.fusion import Fusion
-from fuser_core.ir.iter_domain import ParallelType
+from fuser_core.ir.iter_domain import IterDomain, ParallelType
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler import common
 from fuser_core.scheduler.base import (
@@ -35,6 +35,7 @@ from fuser_core.scheduler.id_map import concrete_sets
 
 THREADS_X = 128
 MAX_GRID_Y = 65535
+MIN_INNER_2D = THREADS_X * 8  # elements right of a 2-D break point: one block's worth
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,8 @@ class PointwiseScheduler:
         break_point = _break_point(group, reference, dims)
         if break_point and _product(info, dims[:break_point]) > MAX_GRID_Y:
             break_point = 0
+        if break_point and _product(info, dims[break_point:]) < MIN_INNER_2D:
+            break_point = 0  # a block row would leave most of its threads idle
         inner_set = group.id_map.exact(dims[-1]) if dims else -1
         inner: list[int] = []
         scalar_access: list[int] = []
@@ -98,15 +101,31 @@ class PointwiseScheduler:
         common.reorder_to(reference, dims)
         _schedule_reference(reference, params, len(dims))
         unswitch = common.position_of(reference, ParallelType.Unswitch)
-        cache_limit = (unswitch + 1) if unswitch is not None else len(reference.loop)
-        limits = {tv.name: cache_limit for tv in (*caches.inputs, *caches.outputs)}
         vectorized = {
             tv.name
             for tv in caches.inputs
             if tv.definition.inputs[0].name not in params.scalar_access  # type: ignore[union-attr]
         } | {tv.name for tv in fusion.outputs if isinstance(tv, TensorView) and tv.name not in params.scalar_access}
-        common.finish(fusion, reference, vectorized=vectorized, limits=limits)
+        common.propagate_from(fusion, reference, vectorized=vectorized)
+        # Cached loads and stores are computed at the unswitch loop, so a thread issues all
+        # its loads before the first use; the position is the tensor's own, which is fewer
+        # loops than the reference's when it lacks a broadcast axis (a bias).
+        limits = {
+            tv.name: _through(tv, reference.loop[unswitch]) if unswitch is not None else len(tv.loop)
+            for tv in (*caches.inputs, *caches.outputs)
+        }
+        common.inline(fusion, limits)
         return ScheduleRecord(reference=f"T{reference.name}")
+
+
+def _through(tv: TensorView, target: IterDomain) -> int:
+    """How many of the tensor's loops reach the one replayed from `target`, inclusive."""
+    for pos, dim in enumerate(tv.loop):
+        while dim is not None:
+            if dim is target:
+                return pos + 1
+            dim = dim.replayed_from  # type: ignore[assignment]
+    return len(tv.loop)
 
 
 def _schedule_reference(tv: TensorView, params: PointwiseParams, rank: int) -> None:
