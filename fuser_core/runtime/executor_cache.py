@@ -126,8 +126,21 @@ class FusionExecutorCache:
         start = time.perf_counter()
         outputs = plan.run(inputs, self._stream_ptr())
         event = CacheEvent(True, LEVELS[0], template.runtime.name, ("fast path",))
+        launches = template.launches
+        if plan.fell_back:  # misaligned pointers this time: say which kernels ran scalar
+            launches = tuple(
+                dataclasses.replace(r, kernel=r.kernel.split(" (")[0] + " (scalar fallback)")
+                if i in plan.fell_back
+                else r
+                for i, r in enumerate(launches)
+            )
         report = dataclasses.replace(
-            template, index=self._runs, event=event, seconds=time.perf_counter() - start, compiles=()
+            template,
+            index=self._runs,
+            event=event,
+            seconds=time.perf_counter() - start,
+            compiles=(),
+            launches=launches,
         )
         self._runs += 1
         self.reports.append(report)

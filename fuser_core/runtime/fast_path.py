@@ -81,10 +81,12 @@ class FastPlan:
         self.results = results  # tensor names of the complete fusion's outputs
         self.torch_out = torch_out
         self.device = device
+        self.fell_back: list[int] = []  # launches of the last call that took the scalar fallback
 
     def run(self, inputs: Sequence[Any], stream_ptr: int) -> list[Any]:
         from cupy.cuda import driver
 
+        self.fell_back = []
         pointers: dict[tuple[str, int], int] = {}
         arrays: dict[int, Any] = {}
         for position, x in enumerate(inputs):
@@ -92,7 +94,7 @@ class FastPlan:
                 pointers[("input", position)] = x.data_ptr()
             elif hasattr(x, "data"):
                 pointers[("input", position)] = x.data.ptr
-        for launch in self.launches:
+        for index, launch in enumerate(self.launches):
             for out in launch.outputs:
                 array = self._empty(out)
                 arrays[out.name] = array
@@ -101,6 +103,7 @@ class FastPlan:
             function, packed = launch.function, launch.packed
             if launch.checks and any(ptrs[p] % align for p, align in launch.checks):
                 function, packed = launch.fallback()
+                self.fell_back.append(index)
             for struct, ptr in zip(packed.structs, ptrs, strict=False):
                 struct.data = ptr
             g, b = launch.params.grid, launch.params.block
