@@ -110,6 +110,7 @@ class FusionExecutorCache:
         self.backend: Backend = backend if backend is not None else ReferenceBackend()
         self._backends: dict[tuple[str | None, str | None], Backend] = {}
         self._fast: dict[tuple[Any, ...], tuple[Any, RunReport]] = {}  # cuda backend: input key -> plan
+        self._current_stream: Any = None
         self.initial_info = analyze_fusion(fusion)
         self.reports: deque[RunReport] = deque(maxlen=REPORTS_KEPT)
         self._runs = 0
@@ -124,8 +125,7 @@ class FusionExecutorCache:
         """A call like an earlier one: its plan replayed, its report repeated as a hit."""
         plan, template = hit
         start = time.perf_counter()
-        outputs = plan.run(inputs, self._stream_ptr())
-        event = CacheEvent(True, LEVELS[0], template.runtime.name, ("fast path",))
+        outputs = plan.run(inputs, self._current_stream().ptr)
         launches = template.launches
         if plan.fell_back:  # misaligned pointers this time: say which kernels ran scalar
             launches = tuple(
@@ -134,23 +134,18 @@ class FusionExecutorCache:
                 else r
                 for i, r in enumerate(launches)
             )
-        report = dataclasses.replace(
-            template,
-            index=self._runs,
-            event=event,
-            seconds=time.perf_counter() - start,
-            compiles=(),
-            launches=launches,
+        self.reports.append(
+            RunReport(
+                self._runs,
+                template.event,  # the fast-path hit event, made once with the plan
+                template.runtime,
+                template.arguments,
+                time.perf_counter() - start,
+                launches,
+            )
         )
         self._runs += 1
-        self.reports.append(report)
         return outputs
-
-    @staticmethod
-    def _stream_ptr() -> int:
-        import cupy
-
-        return int(cupy.cuda.get_current_stream().ptr)
 
     @property
     def events(self) -> list[CacheEvent]:
@@ -190,7 +185,11 @@ class FusionExecutorCache:
         if fast_key is not None and hasattr(runtime.executable, "fast_plan"):
             plan = runtime.executable.fast_plan(args)
             if plan is not None:
-                self._fast[fast_key] = (plan, report)
+                import cupy  # the cuda backend ran, so CuPy is there
+
+                self._current_stream = cupy.cuda.get_current_stream
+                hit_event = CacheEvent(True, LEVELS[0], runtime.name, ("fast path",))
+                self._fast[fast_key] = (plan, dataclasses.replace(report, event=hit_event, compiles=()))
                 while len(self._fast) > INPUT_KEY_CAPACITY:
                     self._fast.pop(next(iter(self._fast)))
         emit_dump(opts, DumpOption.fusion_args, lambda: "Arguments:\n" + "".join(f"  {a}\n" for a in report.arguments))

@@ -82,10 +82,17 @@ class FastPlan:
         self.torch_out = torch_out
         self.device = device
         self.fell_back: list[int] = []  # launches of the last call that took the scalar fallback
+        from cupy.cuda import driver  # the plan exists only where CuPy runs kernels
+
+        self._launch_kernel = driver.launchKernel
+        if torch_out:
+            torch = sys.modules["torch"]
+            self._torch_empty = torch.empty_strided
+            self._torch_device = torch.device("cuda", torch.cuda.current_device())
+            self._torch_dtypes = {d: getattr(torch, name) for d, name in _TORCH_DTYPES.items()}
 
     def run(self, inputs: Sequence[Any], stream_ptr: int) -> list[Any]:
-        from cupy.cuda import driver
-
+        launch_kernel = self._launch_kernel
         self.fell_back = []
         pointers: dict[tuple[str, int], int] = {}
         arrays: dict[int, Any] = {}
@@ -108,7 +115,7 @@ class FastPlan:
                 struct.data = ptr
             g, b = launch.params.grid, launch.params.block
             if g[0] and g[1] and g[2]:
-                driver.launchKernel(
+                launch_kernel(
                     function.ptr,
                     g[0],
                     g[1],
@@ -125,9 +132,8 @@ class FastPlan:
 
     def _empty(self, out: PlannedOutput) -> Any:
         if self.torch_out:
-            torch = sys.modules["torch"]
-            return torch.empty_strided(
-                out.shape, out.strides, dtype=getattr(torch, _TORCH_DTYPES[out.dtype]), device="cuda"
+            return self._torch_empty(
+                out.shape, out.strides, dtype=self._torch_dtypes[out.dtype], device=self._torch_device
             )
         import cupy
 

@@ -110,12 +110,22 @@ class PointwiseScheduler:
         # Cached loads and stores are computed at the unswitch loop, so a thread issues all
         # its loads before the first use; the position is the tensor's own, which is fewer
         # loops than the reference's when it lacks a broadcast axis (a bias).
+        # A cache read or written element by element gains nothing from its own loop nest
+        # (and would repeat the index math there): it is inlined like the math.
         limits = {
             tv.name: _through(tv, reference.loop[unswitch]) if unswitch is not None else len(tv.loop)
             for tv in (*caches.inputs, *caches.outputs)
+            if params.vectorize > 1 and _vector_access(tv, vectorized, fusion)
         }
         common.inline(fusion, limits)
         return ScheduleRecord(reference=f"T{reference.name}")
+
+
+def _vector_access(cache: TensorView, vectorized: set[int], fusion: Fusion) -> bool:
+    """Whether a cache is the local side of a vector load or store."""
+    if cache.name in vectorized:
+        return True
+    return any(out.name in vectorized for use in cache.uses for out in use.outputs if out in fusion.outputs)
 
 
 def _through(tv: TensorView, target: IterDomain) -> int:
