@@ -16,6 +16,7 @@ from fuser_core.frontend.fusion_definition import FusionDefinition
 from fuser_core.frontend.handles import Scalar, Tensor, Vector
 from fuser_core.frontend.input_spec import TensorSpec
 from fuser_core.frontend.operators import Operators
+from fuser_core.frontend.script_objects import ScriptClass, ScriptObject
 from fuser_core.frontend.script_values import Namespace, SafeFunction
 
 
@@ -29,6 +30,10 @@ def kind_of(value: Any) -> str:
             return name
     if isinstance(value, Namespace):
         return f"module {value.name}"
+    if isinstance(value, ScriptObject):
+        return value.kind
+    if isinstance(value, ScriptClass):
+        return f"class {value.name}"
     return type(value).__name__
 
 

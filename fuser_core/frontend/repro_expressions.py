@@ -32,6 +32,7 @@ from fuser_core.frontend.script_builtins import (
     check_int,
     length,
 )
+from fuser_core.frontend.script_objects import BoundMethod, ScriptClass, ScriptObject, has_decorator
 from fuser_core.frontend.script_values import (
     Ignored,
     Namespace,
@@ -153,6 +154,9 @@ class ScriptExpressions:
     def call_script(self, fn: ScriptFunction, args: list[Any], kwargs: dict[str, Any]) -> Any:
         raise NotImplementedError
 
+    def instantiate(self, cls: ScriptClass, args: list[Any], kwargs: dict[str, Any]) -> ScriptObject:
+        raise NotImplementedError
+
     def intercept_method(self, owner: Any, name: str, node: ast.Call, scope: Scope) -> tuple[bool, Any]:
         return False, None
 
@@ -245,7 +249,44 @@ class ScriptExpressions:
             return SafeFunction(f"list.{name}", functools.partial(self._grow, owner, name), shallow=True)
         if isinstance(owner, Opaque):
             raise FuserError(f"`.{name}` of {owner.what}: loading a script does not run it")
+        if isinstance(owner, (ScriptObject, ScriptClass)):
+            return self._member(owner, name)
         return self.extra_attribute(owner, name)
+
+    def _member(self, owner: ScriptObject | ScriptClass, name: str) -> Any:
+        """An instance's own attribute, else its class's; methods come bound, a
+        @property is called, as Python reads them."""
+        if isinstance(owner, ScriptObject) and name in owner.attrs:
+            return owner.attrs[name]
+        cls = owner.cls if isinstance(owner, ScriptObject) else owner
+        found, value = cls.lookup(name) if cls is not None else (False, None)
+        if not found:
+            what = owner.kind if isinstance(owner, ScriptObject) else f"class {owner.name}"
+            raise FuserError(f"{what} has no attribute {name!r}")
+        if not isinstance(value, ScriptFunction):
+            return value
+        if has_decorator(value.node, "staticmethod"):
+            return value
+        if has_decorator(value.node, "classmethod"):
+            return BoundMethod(value, cls)
+        if isinstance(owner, ScriptClass):
+            return value  # a plain function: `Config.method(obj)`
+        if has_decorator(value.node, "property", "cached_property"):
+            return self.call_script(value, [owner], {})
+        return BoundMethod(value, owner)
+
+    def set_attribute(self, owner: Any, name: str, value: Any) -> None:
+        """`obj.x = value` on the script's own objects and classes only."""
+        if name.startswith("__"):
+            raise FuserError(f"assigning to `.{name}` is refused: special attributes are never written")
+        if isinstance(owner, ScriptObject):
+            if owner.frozen:
+                raise FuserError(f"cannot assign to field {name!r}: {owner.kind} is a frozen dataclass")
+            owner.attrs[name] = value
+        elif isinstance(owner, ScriptClass):
+            owner.attrs[name] = value
+        else:
+            raise FuserError(f"assigning to an attribute of a {kind_of(owner)} is not supported in repro scripts")
 
     def _grow(self, items: list[Any], how: str, value: Any) -> None:
         new = [value] if how == "append" else bounded(value, "extend a list with")
@@ -287,6 +328,10 @@ class ScriptExpressions:
     def invoke(self, fn: Any, args: list[Any], kwargs: dict[str, Any], node: ast.Call) -> Any:
         if isinstance(fn, ScriptFunction):
             return self.call_script(fn, args, kwargs)
+        if isinstance(fn, BoundMethod):
+            return self.call_script(fn.function, [fn.owner, *args], kwargs)
+        if isinstance(fn, ScriptClass):
+            return self.instantiate(fn, args, kwargs)
         if not isinstance(fn, SafeFunction):
             raise FuserError(f"`{source_text(node.func)}` ({kind_of(fn)}) cannot be called in a repro script")
         for value in [*args, *kwargs.values()]:
@@ -506,6 +551,9 @@ class ScriptExpressions:
             values = unpack(value, len(target.elts))
             for item, item_value in zip(target.elts, values, strict=True):
                 self.assign(item, item_value, scope)
+            return
+        if isinstance(target, ast.Attribute):
+            self.set_attribute(self.eval(target.value, scope), target.attr, value)
             return
         raise FuserError(f"assigning to `{source_text(target)}` is not supported in repro scripts")
 

@@ -31,9 +31,21 @@ from fuser_core.frontend.repro_expressions import (
     source_text,
 )
 from fuser_core.frontend.script_builtins import BUILTINS, MODULES
-from fuser_core.frontend.script_values import Ignored, Opaque, PassContext, Unavailable
+from fuser_core.frontend.script_objects import (
+    MISSING,
+    NAMED_TUPLE,
+    DataclassOptions,
+    FieldSpec,
+    ParamCase,
+    ScriptClass,
+    ScriptObject,
+    decorator_name,
+    has_decorator,
+)
+from fuser_core.frontend.script_values import Ignored, Opaque, PassContext, SafeFunction, Unavailable
 
 MAX_CALL_DEPTH = 32
+MAX_FIXTURE_DEPTH = 8  # fixtures asking for fixtures
 INPUT_NAMES = ("inputs", "ins")
 EXECUTE_METHODS = ("execute", "validate")
 
@@ -48,6 +60,7 @@ class DefinitionRecord:
     inputs: list[InputSpec] | None = None
     error: FuserError | None = None
     named_by_call: bool = False
+    frame: int = 0  # the function call it was made in (0: the module), for pairing `inputs`
 
 
 class SelfOfTest:
@@ -119,10 +132,13 @@ class ReproInterpreter(ScriptExpressions):
         self.module = Scope({}, Scope(dict(BUILTINS)))
         self.records: list[DefinitionRecord] = []
         self.problems: list[FuserError] = []
-        self.input_assignments: list[tuple[int, Any]] = []
+        self.input_assignments: list[tuple[int, Any, int]] = []  # line, value, frame
         self.limit_error: LoadLimitExceeded | None = None  # why loading stopped early
         self._defining: list[DefinitionRecord] = []
         self._tests: list[str] = []
+        self._functions: list[str] = []  # script functions running, innermost last
+        self._frames = [0]  # their calls, numbered in order (0: the module)
+        self._calls_made = 0
         self._call_depth = 0  # script functions (and tests) running
         self._loop_depths = [0]  # loops under way in each running function, the module first
 
@@ -140,18 +156,25 @@ class ReproInterpreter(ScriptExpressions):
         referenced = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name not in referenced:
+                if has_decorator(node, "fixture"):
+                    continue  # run only when a test asks for it
                 if node.name.startswith("test"):
                     self._run_test(node, node.name, None)
                 elif takes_fd(node):
                     self._run_uncalled(node)
+                elif _makes_definition(node) and _needs_no_arguments(node):
+                    self._run_test(node, node.name, None, is_test=False)
             elif isinstance(node, ast.ClassDef):
                 for item in node.body:
                     if isinstance(item, ast.FunctionDef) and item.name.startswith("test"):
                         self._run_test(item, f"{node.name}.{item.name}", SelfOfTest())
 
-    def _run_test(self, node: ast.FunctionDef, name: str, self_value: SelfOfTest | None) -> None:
+    def _run_test(self, node: ast.FunctionDef, name: str, self_value: SelfOfTest | None, is_test: bool = True) -> None:
+        """A test pytest would run (or a function nobody calls that makes a definition):
+        its definitions are named after it."""
         scope = self.module.child()
-        self._tests.append(name)
+        if is_test:
+            self._tests.append(name)
         with at_location(self.location(node.lineno)):
             try:
                 self._bind_unknown(node, scope, self_value)
@@ -161,25 +184,67 @@ class ReproInterpreter(ScriptExpressions):
             except Exception as err:  # what the body's statements did not already keep
                 self.problems.append(as_fuser_error(err))
             finally:
-                self._tests.pop()
+                if is_test:
+                    self._tests.pop()
 
-    def _bind_unknown(self, node: ast.FunctionDef, scope: Scope, self_value: SelfOfTest | None) -> None:
-        """Parameters of a test nobody calls: `self`, defaults, else unavailable fixtures."""
+    def _bind_unknown(
+        self, node: ast.FunctionDef, scope: Scope, self_value: SelfOfTest | None, fixture_depth: int = 0
+    ) -> None:
+        """Parameters of a test nobody calls: `self`, the first case of its
+        `pytest.mark.parametrize`, defaults, fixtures of this file, else unavailable."""
         args = node.args
         params = [*args.posonlyargs, *args.args]
         defaults = dict(zip([p.arg for p in params][len(params) - len(args.defaults) :], args.defaults, strict=True))
         defaults |= {p.arg: d for p, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None}
+        cases = self._first_cases(node)
         for index, param in enumerate([*params, *args.kwonlyargs]):
             if index == 0 and self_value is not None:
                 scope.names[param.arg] = self_value
+            elif param.arg in cases:
+                scope.names[param.arg] = cases[param.arg]
             elif param.arg in defaults:
                 scope.names[param.arg] = self.eval(defaults[param.arg], self.module)
             else:
-                reason = "it is a pytest fixture or parameter, which a loaded script has no value for"
-                scope.names[param.arg] = Unavailable(param.arg, reason)
+                scope.names[param.arg] = self._fixture(param.arg, fixture_depth)
         for extra in (args.vararg, args.kwarg):
             if extra is not None:
                 scope.names[extra.arg] = () if extra is args.vararg else {}
+
+    def _first_cases(self, node: ast.FunctionDef) -> dict[str, Any]:
+        """Each `@pytest.mark.parametrize(names, values)` of the test: its first case."""
+        bound: dict[str, Any] = {}
+        for decorator in node.decorator_list:
+            if not (isinstance(decorator, ast.Call) and decorator_name(decorator).endswith("mark.parametrize")):
+                continue
+            with self.at_line(decorator.lineno):
+                given = dict(zip(("argnames", "argvalues"), decorator.args, strict=False))
+                given |= {k.arg: k.value for k in decorator.keywords if k.arg in ("argnames", "argvalues", "indirect")}
+                if "indirect" in given or "argnames" not in given or "argvalues" not in given:
+                    continue
+                names = self.eval(given["argnames"], self.module)
+                values = self.eval(given["argvalues"], self.module)
+                bound |= _first_case(names, values)
+        return bound
+
+    def _fixture(self, name: str, depth: int) -> Any:
+        """A fixture of this file, run as pytest would (up to its `yield`); else the
+        parameter is unavailable and using it fails with why."""
+        found, fn = self.module.find(name)
+        if not (found and isinstance(fn, ScriptFunction) and has_decorator(fn.node, "fixture")):
+            reason = "it is a pytest fixture or parameter, which a loaded script has no value for"
+            return Unavailable(name, reason)
+        if depth >= MAX_FIXTURE_DEPTH:
+            raise FuserError(f"fixtures nest more than {MAX_FIXTURE_DEPTH} deep", op=name)
+        scope = fn.closure.child()
+        self._bind_unknown(fn.node, scope, None, depth + 1)
+        body = fn.node.body
+        stop = next((i for i, s in enumerate(body) if isinstance(s, ast.Expr) and isinstance(s.value, ast.Yield)), None)
+        if stop is None:
+            return self._run_body(fn, scope)
+        self._run_statements(body[:stop], scope, fn.name)
+        yielded: ast.Yield = body[stop].value  # type: ignore[attr-defined]
+        with self.at_line(yielded.lineno):
+            return None if yielded.value is None else self.eval(yielded.value, scope)
 
     def _run_uncalled(self, node: ast.FunctionDef) -> None:
         found, value = self.module.find(node.name)
@@ -193,7 +258,7 @@ class ReproInterpreter(ScriptExpressions):
         """Run `body` inside `fd`'s with-block; a failure is kept on the record."""
         if self._defining:
             raise FuserError("a FusionDefinition cannot be made inside another one")
-        record = DefinitionRecord(self._tests[-1] if self._tests else name, lineno, fd)
+        record = DefinitionRecord(self._tests[-1] if self._tests else name, lineno, fd, frame=self._frames[-1])
         record.named_by_call = bool(self._tests)
         self.records.append(record)
         self._defining.append(record)
@@ -263,16 +328,41 @@ class ReproInterpreter(ScriptExpressions):
         return self._run_body(fn, scope)
 
     def _run_body(self, fn: ScriptFunction, scope: Scope) -> Any:
+        return self._run_statements(fn.node.body, scope, fn.name)
+
+    def _run_statements(self, body: list[ast.stmt], scope: Scope, name: str) -> Any:
         self._call_depth += 1
         self._loop_depths.append(0)
+        self._functions.append(name)
+        self._calls_made += 1
+        self._frames.append(self._calls_made)
         try:
-            self.exec_block(fn.node.body, scope)
+            self.exec_block(body, scope)
         except _Return as ret:
             return ret.value
         finally:
+            self._frames.pop()
+            self._functions.pop()
             self._loop_depths.pop()
             self._call_depth -= 1
         return None
+
+    def instantiate(self, cls: ScriptClass, args: list[Any], kwargs: dict[str, Any]) -> ScriptObject:
+        """`Config(...)`: a dataclass's fields from the arguments and defaults, else the
+        class's own `__init__` interpreted; `__post_init__` runs after the fields."""
+        obj = ScriptObject(cls, {})
+        if cls.is_dataclass:
+            obj.attrs.update(_field_values(cls, args, kwargs))
+            found, post_init = cls.lookup("__post_init__")
+            if found and isinstance(post_init, ScriptFunction):
+                self.call_script(post_init, [obj], {})
+            return obj
+        found, init = cls.lookup("__init__")
+        if found and isinstance(init, ScriptFunction):
+            self.call_script(init, [obj, *args], kwargs)
+        elif args or kwargs:
+            raise FuserError(f"{cls.name}() takes no arguments (it has no __init__ and is not a dataclass)")
+        return obj
 
     def _bind(self, fn: ScriptFunction, args: list[Any], kwargs: dict[str, Any], scope: Scope) -> None:
         spec, name = fn.node.args, fn.name
@@ -361,7 +451,7 @@ class ReproInterpreter(ScriptExpressions):
     def _assign_and_note(self, target: ast.expr, value: Any, scope: Scope, lineno: int) -> None:
         self.assign(target, value, scope)
         if isinstance(target, ast.Name) and target.id in INPUT_NAMES:
-            self.input_assignments.append((lineno, value))
+            self.input_assignments.append((lineno, value, self._frames[-1]))
 
     def _exec_AugAssign(self, stmt: ast.AugAssign, scope: Scope) -> None:
         if not isinstance(stmt.target, ast.Name):
@@ -422,8 +512,66 @@ class ReproInterpreter(ScriptExpressions):
         scope.names[stmt.name] = ScriptFunction(stmt, scope)  # decorators are never evaluated
 
     def _exec_ClassDef(self, stmt: ast.ClassDef, scope: Scope) -> None:
-        reason = "classes are not interpreted (only their test methods are, and nothing is instantiated)"
-        scope.names[stmt.name] = Unavailable(stmt.name, reason)
+        """The class body is interpreted as Python runs it, once, in a scope of its own
+        (methods are kept, not run, and do not see that scope); a refused statement of
+        it is a problem and leaves its name unavailable. `@dataclass` and a NamedTuple
+        base make the annotated names fields, in order."""
+        bases, named_tuple = self._bases(stmt, scope)
+        options = self._dataclass_options(stmt, scope)
+        body = scope.child()
+        for item in stmt.body:
+            if isinstance(item, ast.FunctionDef):
+                body.names[item.name] = ScriptFunction(item, scope)  # decorators are read when used
+            else:
+                self.exec_statement(item, body)
+        attrs = body.names
+        cls = ScriptClass(stmt.name, attrs, stmt.lineno, bases)
+        if options is not None or named_tuple:
+            cls.frozen = named_tuple or bool(options and options.frozen)
+            cls.fields = []
+            for item in stmt.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    if "ClassVar" in source_text(item.annotation):
+                        continue
+                    name = item.target.id
+                    default = attrs.get(name, MISSING)
+                    if isinstance(default, FieldSpec):
+                        default = default.value(stmt.name, name)
+                        if default is MISSING:
+                            del attrs[name]
+                        else:
+                            attrs[name] = default
+                    cls.fields.append((name, default))
+        scope.names[stmt.name] = cls
+
+    def _bases(self, stmt: ast.ClassDef, scope: Scope) -> tuple[list[ScriptClass], bool]:
+        """The script's own classes among the bases; others (object, unittest.TestCase,
+        a test suite's base class) add nothing a loaded script reads."""
+        bases: list[ScriptClass] = []
+        named_tuple = False
+        for node in stmt.bases:
+            try:
+                value = self.eval(node, scope)
+            except LoadLimitExceeded:
+                raise
+            except FuserError:
+                continue
+            if isinstance(value, ScriptClass):
+                bases.append(value)
+            named_tuple = named_tuple or value is NAMED_TUPLE
+        return bases, named_tuple
+
+    def _dataclass_options(self, stmt: ast.ClassDef, scope: Scope) -> DataclassOptions | None:
+        for decorator in stmt.decorator_list:
+            if decorator_name(decorator).split(".")[-1] != "dataclass":
+                continue
+            value = self.eval(decorator, scope)  # dataclasses.dataclass, or its options
+            if isinstance(value, DataclassOptions):
+                return value
+            if isinstance(value, SafeFunction) and value.name == "dataclass":
+                return DataclassOptions()
+            raise FuserError(f"`@{source_text(decorator)}` is not dataclasses.dataclass")
+        return None
 
     def _exec_With(self, stmt: ast.With, scope: Scope) -> None:
         if len(stmt.items) != 1:
@@ -439,6 +587,8 @@ class ReproInterpreter(ScriptExpressions):
         if item.optional_vars is not None:
             self.assign(item.optional_vars, context, scope)
             name = ast.unparse(item.optional_vars)
+        if self._functions:  # named after the function that makes it
+            name = self._functions[-1]
         self.define(context, lambda: self.exec_block(stmt.body, scope), name, stmt.lineno)
 
     def _exec_Import(self, stmt: ast.Import, scope: Scope) -> None:
@@ -474,6 +624,66 @@ class ReproInterpreter(ScriptExpressions):
                 scope.names[bound] = Unavailable(bound, reason)
         if refused:
             raise _import_refusal(refused)
+
+
+def _first_case(names: Any, values: Any) -> dict[str, Any]:
+    """parametrize's names ("a, b", or a list of them) bound to its first case."""
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise FuserError(f"argnames must be a string or a list of strings, got {names!r}", op="parametrize")
+    if not isinstance(values, (list, tuple)):
+        raise FuserError(f"argvalues must be a list, got a {kind_of(values)}", op="parametrize")
+    if not values:
+        return {}
+    case = values[0]
+    items = list(case.values) if isinstance(case, ParamCase) else None
+    if len(names) == 1:
+        return {names[0]: items[0] if items is not None else case}
+    if items is None:
+        if not isinstance(case, (list, tuple)):
+            raise FuserError(f"a case of {len(names)} names must be a tuple, got a {kind_of(case)}", op="parametrize")
+        items = list(case)
+    if len(items) != len(names):
+        raise FuserError(f"a case has {len(items)} values for {len(names)} names {names}", op="parametrize")
+    return dict(zip(names, items, strict=True))
+
+
+def _field_values(cls: ScriptClass, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    fields = cls.all_fields()
+    names = [name for name, _ in fields]
+    if len(args) > len(names):
+        raise FuserError(f"takes {len(names)} fields but {len(args)} arguments were given", op=cls.name)
+    values = dict(zip(names, args, strict=False))
+    for key, value in kwargs.items():
+        if key not in names:
+            raise FuserError(f"got an unexpected keyword argument {key!r} (fields: {names})", op=cls.name)
+        if key in values:
+            raise FuserError(f"got multiple values for field {key!r}", op=cls.name)
+        values[key] = value
+    for name, default in fields:
+        if name not in values:
+            if default is MISSING:
+                raise FuserError(f"missing field {name!r}", op=cls.name)
+            values[name] = default
+    return values
+
+
+def _makes_definition(node: ast.FunctionDef) -> bool:
+    """Whether the function itself holds a `with FusionDefinition(...)` block."""
+    for item in ast.walk(node):
+        if isinstance(item, ast.With):
+            for with_item in item.items:
+                call = with_item.context_expr
+                if isinstance(call, ast.Call) and decorator_name(call).split(".")[-1] == "FusionDefinition":
+                    return True
+    return False
+
+
+def _needs_no_arguments(node: ast.FunctionDef) -> bool:
+    args = node.args
+    required = len(args.posonlyargs) + len(args.args) - len(args.defaults)
+    return required == 0 and all(d is not None for d in args.kw_defaults)
 
 
 def _import_refusal(names: list[str]) -> FuserError:

@@ -155,13 +155,25 @@ def _assemble(source: str, text: str, interpreter: ReproInterpreter) -> ReproScr
     if stopped is not None and all(r.error is not stopped for r in records):
         problems.append(stopped)
     definitions = []
-    for record in built:
+    names = _unique_names([r.name for r in built])
+    for record, name in zip(built, names, strict=True):
         inputs = record.inputs if record.inputs is not None else _nearby_inputs(record, records, interpreter, problems)
         _check_count(record, inputs, interpreter, problems)
-        definitions.append(LoadedDefinition(record.name, record.fd, record.lineno, inputs))
+        definitions.append(LoadedDefinition(name, record.fd, record.lineno, inputs))
     problems.sort(key=lambda e: e.location.lineno if e.location else 0)
     first_inputs = definitions[0].inputs
     return ReproScript(source, definitions, first_inputs, problems, text)
+
+
+def _unique_names(names: list[str]) -> list[str]:
+    """A name made twice (two definitions in one test function, two `fd` blocks) gets
+    `#2`, `#3`... after its first use, so each definition can be picked by name."""
+    seen: dict[str, int] = {}
+    unique = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        unique.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return unique
 
 
 def _no_definition(source: str, problems: list[FuserError]) -> FuserError:
@@ -175,11 +187,13 @@ def _no_definition(source: str, problems: list[FuserError]) -> FuserError:
 def _nearby_inputs(
     record: DefinitionRecord, records: list[DefinitionRecord], interpreter: ReproInterpreter, problems: list[FuserError]
 ) -> list[InputSpec] | None:
-    """`inputs = [...]` / `ins = [...]` that the script never passed to execute: the first
-    after the definition (before the next one), else the last before it."""
+    """`inputs = [...]` / `ins = [...]` that the script never passed to execute, assigned
+    in the same function call (or at module level) as the definition: the first after
+    it (before the next one), else the last before it."""
     end = min((r.lineno for r in records if r.lineno > record.lineno), default=None)
-    after = [a for a in interpreter.input_assignments if a[0] > record.lineno and (end is None or a[0] < end)]
-    before = [a for a in interpreter.input_assignments if a[0] < record.lineno]
+    same_call = [a for a in interpreter.input_assignments if a[2] == record.frame]
+    after = [a for a in same_call if a[0] > record.lineno and (end is None or a[0] < end)]
+    before = [a for a in same_call if a[0] < record.lineno]
     chosen = after[0] if after else (before[-1] if before else None)
     if chosen is None:
         return None

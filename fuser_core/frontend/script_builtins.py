@@ -15,6 +15,7 @@ from typing import Any
 from fuser_core.errors import FuserError
 from fuser_core.frontend.fusion_definition import FusionDefinition
 from fuser_core.frontend.handles import Scalar, Tensor, Vector
+from fuser_core.frontend.script_objects import DATACLASSES, PYTEST, TYPES, TYPING
 from fuser_core.frontend.script_values import Ignored, Namespace, SafeFunction
 from fuser_core.frontend.torch_subset import TESTING, TORCH
 from fuser_core.ir.dtype import DataType
@@ -165,4 +166,8 @@ MODULES: dict[str, Namespace] = {
     "nvfuser": NVFUSER,
     "nvfuser_direct": NVFUSER_DIRECT,
     "math": MATH,
+    "dataclasses": DATACLASSES,
+    "types": TYPES,
+    "typing": TYPING,
+    "pytest": PYTEST,
 }

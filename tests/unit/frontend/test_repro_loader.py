@@ -538,7 +538,7 @@ def test_return_inside_a_with_block_in_a_function_completes_the_definition():
         built.execute([torch.randn(3)])
         """,
     )
-    assert only(script).name == "fd" and only(script).inputs[0].shape == (3,)
+    assert only(script).name == "build" and only(script).inputs[0].shape == (3,)
     assert script.problems == []
 
 

@@ -53,9 +53,7 @@ def test_refused_definition_alongside_a_good_one_is_a_problem():
         """,
     )
     assert [d.name for d in script.definitions] == ["good"]
-    assert [p.one_line() for p in script.problems] == [
-        "<repro>:8: topk: is not supported by fuser-workbench yet"
-    ]
+    assert [p.one_line() for p in script.problems] == ["<repro>:8: topk: is not supported by fuser-workbench yet"]
 
 
 def test_name_of_a_refused_assignment_says_why_when_used():
@@ -236,7 +234,10 @@ def test_a_class_with_a_malicious_del_is_never_instantiated(tmp_path):
         DEFINITION,
     )
     assert not path.exists()
-    assert "`Evil` is not available" in script.problems[0].one_line()
+    # __init__ is interpreted like any script function (never __del__): its refusals name their lines
+    lines = [(p.location.lineno, p.one_line()) for p in script.problems]
+    assert [n for n, _ in lines] == [10, 11]
+    assert "import of `os` refused" in lines[0][1] and "`os` is not available" in lines[1][1]
 
 
 def test_decorators_and_default_values_of_functions_are_never_run(tmp_path):
@@ -260,7 +261,7 @@ def test_decorators_and_default_values_of_functions_are_never_run(tmp_path):
 def test_loader_source_never_uses_exec_eval_or_import_at_run_time():
     root = pathlib.Path(frontend_pkg.__file__).parent
     modules = ["repro_loader", "repro_interpreter", "repro_expressions", "frontend_access", "script_builtins"]
-    for module in [*modules, "script_values", "torch_subset", "input_spec"]:
+    for module in [*modules, "script_values", "script_objects", "torch_subset", "input_spec"]:
         tree = ast.parse((root / f"{module}.py").read_text())
         calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
         assert not calls & {"exec", "eval", "compile", "__import__"}, module
