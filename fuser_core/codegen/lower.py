@@ -428,6 +428,28 @@ class Lowering:
             slot = add(mul(slot, self._const_extent(dim, tv)), var)
         return slot
 
+    def _padded(self, tv: TensorView, slot: k.Node) -> k.Node:
+        """A shared tile whose rows are a multiple of 32 elements wide gets one element of
+        padding per row, so a column walked by a warp falls in 32 different banks."""
+        row = self._shared_row(tv)
+        return slot if row is None else add(slot, div(slot, k.Const(INDEX, row)))
+
+    def _shared_row(self, tv: TensorView) -> int | None:
+        """The row width of a shared tile made by merging two axes (the inner one's
+        extent), when it is a multiple of 32; the tile's allocated loops split that merge."""
+        if tv.memory_type != MemoryType.Shared:
+            return None
+        dims = self._allocated_dims(tv)
+        sources = {id(d.definition.inputs[0]) for d in dims if isinstance(d.definition, Split)}
+        if len(sources) != 1 or any(not isinstance(d.definition, Split) for d in dims):
+            return None
+        merged = dims[0].definition.inputs[0]  # type: ignore[union-attr]
+        merge = merged.definition
+        if not isinstance(merge, Merge):
+            return None
+        row = const_value(self.extent(merge.inputs[1]))  # type: ignore[arg-type]
+        return int(row) if isinstance(row, int) and row % 32 == 0 else None
+
     def _forward_slot(self, tv: TensorView, coords: Coords) -> k.Node:
         """The position of logical `coords` in a tile laid out by the tensor's loop domain."""
         index: dict[int, k.Node] = {id(d): c for d, c in zip(tv.logical_no_reductions(), coords, strict=True)}
@@ -509,7 +531,7 @@ class Lowering:
             return self._load(tv, inst)
         if tv is not self.computing and tv in self.materialized and tv not in self.outputs:
             if tv.memory_type == MemoryType.Shared:
-                return k.Read(tv.dtype, f"T{tv.name}", self._forward_slot(tv, inst.coords))
+                return k.Read(tv.dtype, f"T{tv.name}", self._padded(tv, self._forward_slot(tv, inst.coords)))
             return k.Read(tv.dtype, self.buffers[(tv.name, inst)], self._slot(tv))
         return self._compute(tv, inst)
 
@@ -717,10 +739,13 @@ class Lowering:
     def _store_shared(self, tv: TensorView, inst: Instance) -> None:
         name = f"T{tv.name}"
         size = self._buffer_size(tv)
+        row = self._shared_row(tv)
+        if row is not None:
+            size += size // row
         if not any(isinstance(s, k.Alloc) and s.buffer == name for s in self.body):
             self.body.insert(0, k.Alloc(name, tv.dtype, size, k.Memory.shared))
             self.shared_bytes += size * tv.dtype.itemsize
-        store = k.Store(name, self._slot(tv), self.value_of_definition(tv, inst))
+        store = k.Store(name, self._padded(tv, self._slot(tv)), self.value_of_definition(tv, inst))
         self._emit(store)
         # The tile is complete once every thread has written its part.
         del self.stack[self.alloc_depth[tv.name] + 1 :]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fuser_core.ir.fusion import Fusion
-from fuser_core.ir.iter_domain import IterDomain, ParallelType
+from fuser_core.ir.iter_domain import IterDomain, ParallelType, Resize
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler import common
 from fuser_core.scheduler.base import (
@@ -171,8 +171,9 @@ def _break_point(group: GroupView, reference: TensorView, dims: list) -> int:  #
     """Where to cut the reference's axes for a 2-D schedule: at the boundary of an
     input that covers only the outer or only the inner axes (a bias or a row scale)."""
     sets = [group.id_map.exact(d) for d in dims]
+    resized = _resize_links(group)
     for tv in group.inputs:
-        have = concrete_sets(group.id_map, tv)
+        have = _through_resizes(concrete_sets(group.id_map, tv), resized)
         if not have or have == set(sets):
             continue
         flags = [s in have for s in sets]
@@ -182,6 +183,33 @@ def _break_point(group: GroupView, reference: TensorView, dims: list) -> int:  #
             ):
                 return cut
     return 0
+
+
+def _resize_links(group: GroupView) -> dict[int, set[int]]:
+    """Exact set -> the sets a pad, slice or cat makes of it (RoPE's half-width axis
+    becomes the full head axis): an input varies along those too."""
+    links: dict[int, set[int]] = {}
+    for expr in group.exprs:
+        for tv in expr.outputs:
+            if not isinstance(tv, TensorView):
+                continue
+            for dim in tv.logical:
+                resize = dim.definition
+                if isinstance(resize, Resize):
+                    source = resize.inputs[0]
+                    assert isinstance(source, IterDomain)
+                    links.setdefault(group.id_map.exact(source), set()).add(group.id_map.exact(dim))
+    return links
+
+
+def _through_resizes(have: set[int], links: dict[int, set[int]]) -> set[int]:
+    found, stack = set(have), list(have)
+    while stack:
+        for nxt in links.get(stack.pop(), ()):
+            if nxt not in found:
+                found.add(nxt)
+                stack.append(nxt)
+    return found
 
 
 def _inner(group: GroupView, info: RuntimeInfo, tv: TensorView, inner_set: int) -> int | None:
