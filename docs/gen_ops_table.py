@@ -29,9 +29,10 @@ topk triu truediv trunc uniform var var_mean where welford
 
 EXPR_EVAL = {"matmul", "linear", "index_select", "select", "gather", "take_along_axis", "scatter"}
 EXPR_EVAL |= {"index_put_accumulate", "embedding_fwd"}
-REDUCTION = {"sum", "prod", "max", "min", "var", "var_mean"}
+REDUCTION = {"sum", "prod", "max", "min", "var", "var_mean", "welford"}
 RANDOM = {"uniform", "normal", "rand_like", "randn_like"}
 COMPOSITE = {"add_alpha", "sub_alpha", "addcmul", "logical_right_shift", "truediv"}
+NORMALIZATION = {"batch_norm"}
 SHAPE = {"broadcast", "broadcast_in_dim", "cat", "expand", "pad", "permute", "reshape", "slice", "squeeze"}
 SHAPE |= {"set", "segment_set", "full", "iota", "size", "shape", "tensor_sizes", "cast", "where", "lerp"}
 SHAPE |= {"clamp", "threshold", "real", "imag"}
@@ -43,9 +44,6 @@ WHY_NOT = {
     "argsort": "as topk",
     "cumsum": "scan: no scan in the schedulers; planned as expr_eval (not built yet)",
     "triu": "planned on the reference as an expr_eval group (not built yet)",
-    "welford": "the IR has Welford (var_mean uses it); the frontend op is not exposed yet",
-    "batch_norm": "needs welford and aliased running-stat outputs (not built yet)",
-    "stride_order": "an allocation requirement on an intermediate; add_output(stride_order=) works today",
     "scaled_mm": "fp8 scaled matmul: no reference for its scaling modes yet",
     "grouped_mm": "grouped matmul: not built yet",
 }
@@ -71,6 +69,12 @@ def _row(name: str) -> str:
         return f"| `{name}` | yes | Philox4x32-10 as nvFuser's runtime | pointwise | RNGOp rule needed | |"
     if name in REDUCTION:
         return f"| `{name}` | yes | NumPy, 64-bit accumulation | reduction / persistent | reduction | |"
+    if name in NORMALIZATION:
+        note = "Welford + element-wise ops; training running stats are aliased outputs written into the inputs"
+        return f"| `{name}` | yes | composed (Welford, NumPy) | reduction / persistent | its parts | {note} |"
+    if name == "stride_order":
+        note = "a Set whose output has a required allocation domain (never an inferred hint)"
+        return f"| `{name}` | yes | NumPy copy, output laid out as required | pointwise / no_op | copy | {note} |"
     if name in COMPOSITE:
         return f"| `{name}` | yes | composed of element-wise ops | pointwise | its parts | composite |"
     return f"| `{name}` | yes | NumPy | pointwise / no_op | by op | |"

@@ -15,6 +15,8 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from fuser_core.errors import FuserError
 from fuser_core.frontend.call_site import constant, dtype_arg, int_arg, user_call
 from fuser_core.frontend.handles import Scalar, Tensor, Vector
@@ -24,6 +26,7 @@ from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.layout import allocation_positions, describe_strides
 from fuser_core.ir.printer import print_kernel, print_math
 from fuser_core.ir.scalar import Scalar as IrScalar
+from fuser_core.ir.tensor_view import TensorView
 from fuser_core.ops.creation import tensor_input
 from fuser_core.runtime.dumps import print_scheduled
 from fuser_core.runtime.executor_cache import FusionExecutorCache
@@ -40,6 +43,8 @@ class FusionDefinition:
         self._exit_stack: contextlib.ExitStack | None = None
         self._executor: FusionExecutorCache | None = None
         self.ops = Operators(self)
+        # (output, input) pairs: outputs written back into inputs and not returned
+        self.aliases: list[tuple[TensorView, TensorView]] = []
 
     # -- the with-block ---------------------------------------------------------------
     def __enter__(self) -> FusionDefinition:
@@ -170,8 +175,28 @@ class FusionDefinition:
         if stride_order:
             self.fusion.output_stride_order[tv] = _stride_order_arg(stride_order, tv.ndim, "add_output")
         if alias_input is not None:
-            raise FuserError("alias_input (in-place outputs) is not supported yet", op="add_output")
+            if not isinstance(alias_input, Tensor):
+                raise FuserError(f"alias_input must be a tensor, got {type(alias_input).__name__}", op="add_output")
+            self._alias_output(tv, alias_input.tv, "add_output")
+            return
         self.fusion.add_output(tv)
+
+    def _alias_output(self, out: TensorView, inp: TensorView, op: str) -> None:
+        """`out` is written back into the fusion input `inp` by each execution, and not
+        returned (nvFuser's aliasOutputToInput, as batch_norm's running stats use it)."""
+        if not any(v is inp for v in self.fusion.inputs):
+            raise FuserError(f"T{inp.name} is not a fusion input, so T{out.name} cannot be written into it", op=op)
+        if inp.dtype != out.dtype or inp.ndim != out.ndim:
+            raise FuserError(
+                f"T{out.name} ({out.dtype!r}, {out.ndim}-D) cannot be written into T{inp.name} "
+                f"({inp.dtype!r}, {inp.ndim}-D): aliased tensors must have the same dtype and rank",
+                op=op,
+                tensor=f"T{out.name}",
+            )
+        if any(i is inp for _, i in self.aliases):
+            raise FuserError(f"T{inp.name} is already the alias of another output", op=op, tensor=f"T{inp.name}")
+        self.fusion.add_output(out)
+        self.aliases.append((out, inp))
 
     # -- printing and running ---------------------------------------------------------
     def fusion_ir(self) -> str:
@@ -194,9 +219,26 @@ class FusionDefinition:
         _enable_options: Sequence[str] = (),
         _disable_options: Sequence[str] = (),
     ) -> list[Any]:
-        """Run the fusion on `inputs` and return its outputs as NumPy arrays."""
+        """Run the fusion on `inputs` and return its outputs as NumPy arrays; an aliased
+        output (add_output(alias_input=), batch_norm's running stats) is written into its
+        input array instead of being returned, as nvFuser updates it in place."""
         executor = self._executor_for("execute()")
-        return executor.run(inputs, enable=list(_enable_options), disable=list(_disable_options))
+        outputs = executor.run(inputs, enable=list(_enable_options), disable=list(_disable_options))
+        if not self.aliases:
+            return outputs
+        hidden = set()
+        for out, inp in self.aliases:
+            position = next(i for i, v in enumerate(self.fusion.outputs) if v is out)
+            target = inputs[next(i for i, v in enumerate(self.fusion.inputs) if v is inp)]
+            if not (isinstance(target, np.ndarray) and target.flags.writeable):
+                raise FuserError(
+                    f"input T{inp.name} must be a writable NumPy array: T{out.name} is written into it",
+                    op="execute",
+                    tensor=f"T{inp.name}",
+                )
+            np.copyto(target, np.asarray(outputs[position]).astype(target.dtype, copy=False))
+            hidden.add(position)
+        return [o for i, o in enumerate(outputs) if i not in hidden]
 
     def _executor_for(self, what: str) -> FusionExecutorCache:
         if not self._completed:

@@ -20,7 +20,9 @@ from fuser_core.ir.scalar import Scalar as IrScalar
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.ops import arith, creation, reductions, resize
 from fuser_core.ops import indexing as indexing_ops
+from fuser_core.ops import layout as layout_ops
 from fuser_core.ops import matmul as matmul_ops
+from fuser_core.ops import normalization as normalization_ops
 from fuser_core.ops import random as random_ops
 from fuser_core.ops import shape as shape_ops
 from fuser_core.ops.utils import broadcast as broadcast_tv
@@ -64,8 +66,8 @@ BINARY_OPS: dict[str, BinaryOpType] = {
 # nvFuser ops this project does not compile or evaluate yet: a clear error, not a crash.
 UNSUPPORTED_OPS = frozenset(
     """
-    sdpfa_fwd sdpfa_bwd topk argsort welford batch_norm
-    cumsum triu scaled_mm grouped_mm stride_order
+    sdpfa_fwd sdpfa_bwd topk argsort
+    cumsum triu scaled_mm grouped_mm
     """.split()  # noqa: SIM905
 )
 
@@ -276,6 +278,54 @@ class Operators:
         return Tensor(self.fd, variance), Tensor(self.fd, mean)
 
     # -- shapes -----------------------------------------------------------------------
+    @user_call("welford")
+    def welford(self, arg: Any, dims: Any) -> tuple[Tensor, Tensor, Tensor]:
+        """nvFuser's Welford: (avg, var_sum, n) over `dims`."""
+        tv = self._tensor(arg, "welford")
+        avg, var_sum, n = reductions.welford(tv, self._ints(dims, "welford", "dims"))
+        return Tensor(self.fd, avg), Tensor(self.fd, var_sum), Tensor(self.fd, n)
+
+    @user_call("batch_norm")
+    def batch_norm(
+        self,
+        arg: Any,
+        weight: Any,
+        bias: Any,
+        running_mean: Any,
+        running_var: Any,
+        momentum: Any,
+        eps: Any,
+        training: Any,
+        channels_last: Any = False,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """(output, mean, invstd); with training and running stats, the updated stats are
+        aliased outputs: each execution writes them back into those inputs."""
+        op = "batch_norm"
+        named = (weight, "weight"), (bias, "bias"), (running_mean, "running_mean"), (running_var, "running_var")
+        w, b, rm, rv = (None if t is None else self._tensor(t, op, name) for t, name in named)
+        for flag, name in ((training, "training"), (channels_last, "channels_last")):
+            if not isinstance(flag, bool):
+                raise FuserError(f"{name} must be True or False, got {flag!r}", op=op)
+        result = normalization_ops.batch_norm(
+            self._tensor(arg, op, "arg"),
+            w,
+            b,
+            rm,
+            rv,
+            self._scalar(momentum, op, DataType.Double),
+            self._scalar(eps, op, DataType.Double),
+            training,
+            channels_last,
+        )
+        for updated, running in result.aliases:
+            self.fd._alias_output(updated, running, op)
+        return Tensor(self.fd, result.output), Tensor(self.fd, result.mean), Tensor(self.fd, result.invstd)
+
+    @user_call("stride_order")
+    def stride_order(self, arg: Any, stride_order: Any) -> Tensor:
+        tv = self._tensor(arg, "stride_order")
+        return Tensor(self.fd, layout_ops.stride_order(tv, self._ints(stride_order, "stride_order", "stride_order")))
+
     @user_call("broadcast_in_dim")
     def broadcast_in_dim(self, arg: Any, shape: Any, broadcast_dims: Any) -> Tensor:
         tv = self._tensor(arg, "broadcast_in_dim")

@@ -144,3 +144,24 @@ def var_mean(
         flags = [pos in axes for pos in range(tv.ndim)]
         variance, result_mean = broadcast(variance, flags), broadcast(avg, flags)
     return variance, result_mean
+
+
+def welford(tv: TensorView, dims: Sequence[int]) -> tuple[TensorView, TensorView, TensorView]:
+    """nvFuser's Welford: the mean, the sum of squared deviations (M2) and the count
+    over `dims`, in one pass; avg and var_sum keep the input's dtype, n is Index."""
+    op = "welford"
+    if not tv.dtype.is_floating or tv.dtype.is_reduced_float:
+        hint = "; cast it to Float first" if tv.dtype.is_reduced_float or tv.dtype.is_integral else ""
+        raise FuserError(
+            f"takes a Float or Double tensor, got {tv.dtype!r} input {tv_name(tv)}{hint}", op=op, tensor=tv_name(tv)
+        )
+    if tv.ndim == 0:
+        raise FuserError(f"{tv_name(tv)} has no axis to reduce", op=op, tensor=tv_name(tv))
+    axes = normalize_axes(list(dims), tv.ndim, op, tv)
+    if not axes:
+        raise FuserError("no reduction axis given", op=op, tensor=tv_name(tv))
+    avg = TensorView(TensorDomain(_reduced_domain(tv, axes)), tv.dtype)
+    var_sum = TensorView(TensorDomain(_reduced_domain(tv, axes)), tv.dtype)
+    count = TensorView(TensorDomain(_reduced_domain(tv, axes)), DataType.Index)
+    WelfordOp(avg, var_sum, count, tv)
+    return avg, var_sum, count

@@ -4,7 +4,8 @@ A user's `add_output(..., stride_order=...)` is a requirement: it becomes the ou
 allocation domain with hint=False, which no scheduler may change, row-major ones
 included (so that "row-major because the user said so" is told apart from "row-major
 because nobody said anything"). A reduction output keeps its reduction axes, outermost
-last: an allocation domain is a permutation of the logical one.
+last: an allocation domain is a permutation of the logical one. So is the output of
+the `stride_order` op, required when it is made: inference leaves it alone.
 
 Every other output and intermediate may get a hint, which a scheduler may drop. The
 reference is the fusion input of the highest rank among those whose axes map onto the
@@ -62,7 +63,8 @@ def infer_allocation_hints(fusion: Fusion) -> bool:
     skip = {id(v) for v in fusion.inputs} | {id(tv) for tv in fusion.output_stride_order}
     changed = False
     for tv in fusion.used_tensors():
-        order = None if id(tv) in skip else proposed_order(tv, sources)
+        required = tv.domain.allocation is not None and not tv.domain.allocation_is_hint  # the stride_order op
+        order = None if id(tv) in skip or required else proposed_order(tv, sources)
         if order is not None:
             changed |= _set_allocation(tv, order, hint=True)
     return changed

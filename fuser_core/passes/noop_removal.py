@@ -50,13 +50,17 @@ def _bypass(fusion: Fusion, expr: Expr, outputs: set[int]) -> None:
 def _is_noop(expr: Expr) -> bool:
     if not isinstance(expr.output, TensorView):
         return False
-    if isinstance(expr, LoadStoreOp):
-        return expr.op_type == "Set" and expr.permutation() is None
+    if isinstance(expr, LoadStoreOp):  # a Set to a required layout (stride_order) is a real copy
+        return expr.op_type == "Set" and expr.permutation() is None and not _required_layout(expr.output)
     if isinstance(expr, (SqueezeOp, BroadcastOp)):
         return not any(expr.flags)
     if isinstance(expr, (ViewOp, ExpandOp)):
         return _same_shape(expr.input, expr.output)  # type: ignore[arg-type]
     return False
+
+
+def _required_layout(tv: TensorView) -> bool:
+    return tv.domain.allocation is not None and not tv.domain.allocation_is_hint
 
 
 def _same_shape(inp: TensorView, out: TensorView) -> bool:
