@@ -10,9 +10,11 @@ of a Philox block (four values per block); a Double takes two (two per block).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -209,6 +211,21 @@ def unbound_rng_states(exprs: Sequence[Expr]) -> list[tuple[Scalar, Scalar, int]
     return found
 
 
+_drawn_seeds: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("fuser_drawn_seeds", default=None)
+
+
+@contextlib.contextmanager
+def recording_run_seeds() -> Iterator[list[int]]:
+    """The seeds `bind_run_seed` draws while the block runs (for the run report, whose
+    executor never sees the backend's evaluator)."""
+    drawn: list[int] = []
+    token = _drawn_seeds.set(drawn)
+    try:
+        yield drawn
+    finally:
+        _drawn_seeds.reset(token)
+
+
 def bind_run_seed(exprs: Sequence[Expr], ev: Any) -> None:
     """Give the unseeded random ops of one execution a fresh seed (kept in
     `ev.rng_seed`, so the run can be replayed); an already bound seed stays."""
@@ -216,3 +233,6 @@ def bind_run_seed(exprs: Sequence[Expr], ev: Any) -> None:
         if not ev.is_bound(seed):
             ev.rng_seed = fresh_seed()
             ev.bind(seed, ev.rng_seed)
+            recorder = _drawn_seeds.get()
+            if recorder is not None:
+                recorder.append(ev.rng_seed)

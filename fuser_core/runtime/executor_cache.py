@@ -26,6 +26,7 @@ from fuser_core.dynamic.initial_info import analyze_fusion
 from fuser_core.errors import FuserError
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.printer import print_kernel, print_math
+from fuser_core.ir.rng import recording_run_seeds
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.options import DisableOption, DumpOption, Options, current_options, emit_dump
@@ -68,6 +69,7 @@ class RunReport:
     seconds: float  # wall time of the backend's run
     launches: tuple[LaunchRecord, ...] = ()  # per kernel launch, on the cuda backend
     compiles: tuple[str, ...] = ()  # on a miss that built a runtime: what each kernel's compile did
+    rng_seed: int | None = None  # the seed drawn for unseeded random ops (replays the run)
 
     def compile_summary(self) -> str:
         """`compiled 2 kernels (0.41 s)`, or `warm start: compiled nothing` when every
@@ -177,9 +179,13 @@ class FusionExecutorCache:
         args = convert_inputs(self.fusion, inputs)
         runtime, event = self._lookup(args, opts)
         start = time.perf_counter()
-        outputs = runtime.run(args)
+        with recording_run_seeds() as drawn:
+            outputs = runtime.run(args)
         seconds = time.perf_counter() - start
-        report = RunReport(self._runs, event, runtime, _describe_args(self.fusion, args), seconds, runtime.launches)
+        seed = drawn[0] if drawn else None
+        report = RunReport(
+            self._runs, event, runtime, _describe_args(self.fusion, args), seconds, runtime.launches, rng_seed=seed
+        )
         self._runs += 1
         self.reports.append(report)
         if fast_key is not None and hasattr(runtime.executable, "fast_plan"):

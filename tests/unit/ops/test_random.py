@@ -168,6 +168,27 @@ def test_an_unseeded_run_records_its_seed_and_replays() -> None:
     assert replay.rng_seed is None  # nothing was drawn: the bound seed was used
 
 
+def test_the_run_report_records_each_executions_seed_and_it_replays_the_run() -> None:
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1])
+        fd.add_output(fd.ops.rand_like(x))
+        fd.add_output(fd.ops.randn_like(x))
+    x = np.ones(33, np.float32)
+    first = fd.execute([x])
+    second = fd.execute([x])
+    reports = fd.executor_cache.reports  # type: ignore[union-attr]
+    seeds = [r.rng_seed for r in reports]
+    assert all(isinstance(s, int) for s in seeds) and seeds[0] != seeds[1]
+    for outputs, seed in zip((first, second), seeds, strict=True):
+        with FusionDefinition() as replay:
+            y = replay.define_tensor([-1])
+            replay.add_output(replay.ops.rand_like(y, rng_seed=seed, rng_offset=0))
+            replay.add_output(replay.ops.randn_like(y, rng_seed=seed, rng_offset=1))
+        for got, expected in zip(replay.execute([x]), outputs, strict=True):
+            np.testing.assert_array_equal(got, expected)
+        assert replay.executor_cache.reports[-1].rng_seed is None  # type: ignore[union-attr]  # seeded: none drawn
+
+
 @pytest.mark.parametrize("dtype", FLOAT_TYPES, ids=lambda d: d.name)
 def test_odd_and_empty_shapes(dtype: DataType) -> None:
     with FusionDefinition() as fd:
