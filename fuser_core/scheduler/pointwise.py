@@ -78,17 +78,28 @@ class PointwiseScheduler:
         if break_point and _product(info, dims[break_point:]) < MIN_INNER_2D:
             break_point = 0  # a block row would leave most of its threads idle
         inner_set = group.id_map.exact(dims[-1]) if dims else -1
+        resized = _resize_links(group)
+        amounts = _inner_resize_amounts(group, inner_set, resized)
         inner: list[int] = []
         scalar_access: list[int] = []
+        through_resize = False
         for tv in (*group.inputs, *group.outputs):
             extent = _inner(group, info, tv, inner_set)
+            if extent is None and amounts is not None:
+                # Along the inner axis only through pads, slices and cats: vectors stay
+                # whole where every offset is a multiple of the width (RoPE's halves).
+                extent = _inner_through_resizes(group, info, tv, inner_set, resized)
+                through_resize = through_resize or extent is not None
             if extent is None:
                 scalar_access.append(tv.name)
             else:
                 inner.append(extent)
         right = _product(info, dims[break_point:])
-        vectorize = common.vector_width(group, info, [*inner, right]) if dims else 1
+        offsets = amounts if through_resize and amounts else []
+        vectorize = common.vector_width(group, info, [*inner, *offsets, right]) if dims else 1
         unroll = common.unroll_factor(elements, THREADS_X * vectorize, info.device.sm_count)
+        if through_resize:
+            unroll = 1  # each offset read is its own register array: keep them few
         return PointwiseParams(
             self.type, reference.name, break_point, vectorize, unroll, THREADS_X, elements, tuple(scalar_access)
         )
@@ -210,6 +221,41 @@ def _through_resizes(have: set[int], links: dict[int, set[int]]) -> set[int]:
                 found.add(nxt)
                 stack.append(nxt)
     return found
+
+
+def _inner_resize_amounts(group: GroupView, inner_set: int, links: dict[int, set[int]]) -> list[int] | None:
+    """The pad/slice offsets on the way into the reference's inner axis (absolute,
+    non-zero); None when one of them is only known at run time."""
+    amounts: list[int] = []
+    for expr in group.exprs:
+        for tv in expr.outputs:
+            if not isinstance(tv, TensorView):
+                continue
+            for dim in tv.logical:
+                resize = dim.definition
+                if not isinstance(resize, Resize) or group.id_map.exact(dim) == -1:
+                    continue
+                source = resize.inputs[0]
+                assert isinstance(source, IterDomain)
+                if inner_set not in _through_resizes({group.id_map.exact(source)}, links):
+                    continue
+                for amount in (resize.left, resize.right):
+                    if not amount.is_const:
+                        return None
+                    if int(amount.value):  # type: ignore[arg-type]
+                        amounts.append(abs(int(amount.value)))  # type: ignore[arg-type]
+    return amounts
+
+
+def _inner_through_resizes(
+    group: GroupView, info: RuntimeInfo, tv: TensorView, inner_set: int, links: dict[int, set[int]]
+) -> int | None:
+    """The inner extent of a tensor whose innermost axis becomes the reference's inner
+    axis through resizes; None when it is not contiguous there or does not reach it."""
+    own = next((d for d in reversed(tv.domain.maybe_allocation) if not d.is_broadcast and not d.is_reduction), None)
+    if own is None or inner_set not in _through_resizes({group.id_map.exact(own)}, links):
+        return None
+    return common.inner_extent(group, info, tv, group.id_map.exact(own))
 
 
 def _inner(group: GroupView, info: RuntimeInfo, tv: TensorView, inner_set: int) -> int | None:
