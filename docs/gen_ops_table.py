@@ -29,6 +29,7 @@ topk triu truediv trunc uniform var var_mean where welford
 
 EXPR_EVAL = {"matmul", "linear", "index_select", "select", "gather", "take_along_axis", "scatter"}
 EXPR_EVAL |= {"index_put_accumulate", "embedding_fwd"}
+LIBRARY = {}
 REDUCTION = {"sum", "prod", "max", "min", "var", "var_mean", "welford"}
 RANDOM = {"uniform", "normal", "rand_like", "randn_like"}
 COMPOSITE = {"add_alpha", "sub_alpha", "addcmul", "logical_right_shift", "truediv"}
@@ -38,12 +39,6 @@ SHAPE |= {"set", "segment_set", "full", "iota", "size", "shape", "tensor_sizes",
 SHAPE |= {"clamp", "threshold", "real", "imag"}
 
 WHY_NOT = {
-    "sdpfa_fwd": "attention: library op, planned as an expr_eval group (not built yet)",
-    "sdpfa_bwd": "attention backward: as sdpfa_fwd",
-    "topk": "library op with a data-dependent order; planned as expr_eval (not built yet)",
-    "argsort": "as topk",
-    "cumsum": "scan: no scan in the schedulers; planned as expr_eval (not built yet)",
-    "triu": "planned on the reference as an expr_eval group (not built yet)",
     "scaled_mm": "fp8 scaled matmul: no reference for its scaling modes yet",
     "grouped_mm": "grouped matmul: not built yet",
 }
@@ -65,6 +60,8 @@ def _row(name: str) -> str:
         return f"| `{name}` | yes | NumPy element-wise | pointwise | {cuda} | |"
     if name in EXPR_EVAL:
         return f"| `{name}` | yes | NumPy (index range checked) | expr_eval | none (library op) | |"
+    if name in LIBRARY:
+        return f"| `{name}` | yes | {LIBRARY[name]} | expr_eval | none (library op) | |"
     if name in RANDOM:
         return f"| `{name}` | yes | Philox4x32-10 as nvFuser's runtime | pointwise | RNGOp rule needed | |"
     if name in REDUCTION:

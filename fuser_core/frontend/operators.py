@@ -21,6 +21,7 @@ from fuser_core.ir.tensor_view import TensorView
 from fuser_core.ops import arith, creation, reductions, resize
 from fuser_core.ops import indexing as indexing_ops
 from fuser_core.ops import layout as layout_ops
+from fuser_core.ops import library as library_ops
 from fuser_core.ops import matmul as matmul_ops
 from fuser_core.ops import normalization as normalization_ops
 from fuser_core.ops import random as random_ops
@@ -66,8 +67,7 @@ BINARY_OPS: dict[str, BinaryOpType] = {
 # nvFuser ops this project does not compile or evaluate yet: a clear error, not a crash.
 UNSUPPORTED_OPS = frozenset(
     """
-    sdpfa_fwd sdpfa_bwd topk argsort
-    cumsum triu scaled_mm grouped_mm
+    scaled_mm grouped_mm
     """.split()  # noqa: SIM905
 )
 
@@ -530,6 +530,77 @@ class Operators:
         norm = None if max_norm is None else self._scalar(max_norm, op)
         return Tensor(self.fd, indexing_ops.embedding_fwd(idx, w, pad, norm))
 
+    # -- library ops (expr_eval) --------------------------------------------------------
+    @user_call("topk")
+    def topk(
+        self, arg: Any, k: Any, dim: int = -1, largest: bool = True, sorted: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """(values, indices) of the k largest (smallest) entries along `dim`."""
+        op = "topk"
+        _flags(op, largest=largest, sorted=sorted)
+        values, indices = library_ops.topk(
+            self._tensor(arg, op), self._scalar(k, op, DataType.Int), int_arg(dim, op, "dim"), largest, sorted
+        )
+        return Tensor(self.fd, values), Tensor(self.fd, indices)
+
+    @user_call("argsort")
+    def argsort(self, arg: Any, dim: int, descending: bool = False, stable: bool = False) -> Tensor:
+        op = "argsort"
+        _flags(op, descending=descending, stable=stable)
+        return Tensor(self.fd, library_ops.argsort(self._tensor(arg, op), int_arg(dim, op, "dim"), descending, stable))
+
+    @user_call("cumsum")
+    def cumsum(self, arg: Any, dim: int) -> Tensor:
+        return Tensor(self.fd, library_ops.cumsum(self._tensor(arg, "cumsum"), int_arg(dim, "cumsum", "dim")))
+
+    @user_call("triu")
+    def triu(self, arg: Any, diagonal: Any = 0) -> Tensor:
+        op = "triu"
+        return Tensor(self.fd, library_ops.triu(self._tensor(arg, op), self._scalar(diagonal, op, DataType.Int)))
+
+    def _attention_scalars(self, op: str, dropout_p: Any, is_causal: Any, scale: Any) -> tuple[IrScalar, ...]:
+        p = self._scalar(0.0 if dropout_p is None else dropout_p, op, DataType.Double)
+        causal = self._scalar(False if is_causal is None else is_causal, op, DataType.Bool)
+        return (p, causal) if scale is None else (p, causal, self._scalar(scale, op, DataType.Double))
+
+    @user_call("sdpfa_fwd")
+    def sdpfa_fwd(
+        self, query: Any, key: Any, value: Any, dropout_p: Any = None, is_causal: Any = None, scale: Any = None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(output, logsumexp, philox_seed, philox_offset) of flash attention."""
+        op = "sdpfa_fwd"
+        q, k, v = (self._tensor(t, op, n) for t, n in ((query, "query"), (key, "key"), (value, "value")))
+        scalars = self._attention_scalars(op, dropout_p, is_causal, scale)
+        outs = library_ops.sdpfa_fwd(q, k, v, scalars[0], scalars[1], scalars[2] if len(scalars) > 2 else None)
+        return tuple(Tensor(self.fd, t) for t in outs)  # type: ignore[return-value]
+
+    @user_call("sdpfa_bwd")
+    def sdpfa_bwd(
+        self,
+        grad_output: Any,
+        query: Any,
+        key: Any,
+        value: Any,
+        output: Any,
+        log_sumexp: Any,
+        dropout_p: Any = None,
+        is_causal: Any = None,
+        philox_seed: Any = None,
+        philox_offset: Any = None,
+        scale: Any = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """(grad_query, grad_key, grad_value) of flash attention."""
+        op = "sdpfa_bwd"
+        named = (
+            (grad_output, "grad_output"), (query, "query"), (key, "key"), (value, "value"), (output, "output"),
+            (log_sumexp, "log_sumexp"), (philox_seed, "philox_seed"), (philox_offset, "philox_offset"),
+        )  # fmt: skip
+        go, q, k, v, out, lse, seed, offset = (self._tensor(t, op, n) for t, n in named)
+        scalars = self._attention_scalars(op, dropout_p, is_causal, scale)
+        s = scalars[2] if len(scalars) > 2 else None
+        grads = library_ops.sdpfa_bwd(go, q, k, v, out, lse, scalars[0], scalars[1], seed, offset, s)
+        return tuple(Tensor(self.fd, t) for t in grads)  # type: ignore[return-value]
+
     # -- ops kept whole ---------------------------------------------------------------
     @user_call("matmul")
     def matmul(self, arg1: Any, arg2: Any) -> Tensor:
@@ -541,6 +612,12 @@ class Operators:
         a, b = self._tensor(arg1, "linear", "arg1"), self._tensor(arg2, "linear", "arg2")
         c = None if bias is None else self._tensor(bias, "linear", "bias")
         return Tensor(self.fd, matmul_ops.linear(a, b, c))
+
+
+def _flags(op: str, **flags: Any) -> None:
+    for name, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise FuserError(f"{name} must be True or False, got {flag!r}", op=op)
 
 
 def _normalize(dim: int, tv: TensorView, op: str) -> int:

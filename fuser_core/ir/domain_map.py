@@ -20,7 +20,9 @@ def root_pairs(expr: Expr, producer: TensorView, consumer: TensorView) -> list[t
     """(producer logical axis, consumer root axis) pairs that `expr` ties together."""
     if isinstance(expr, (FullOp, IotaOp)):
         return []
-    if isinstance(expr, (MatmulOp, LibraryOp)):
+    if isinstance(expr, LibraryOp):
+        return expr.axis_pairs(producer, consumer)
+    if isinstance(expr, MatmulOp):
         return expr.axis_pairs(producer)
     p_ids = producer.logical_no_reductions()
     c_ids = consumer.domain.maybe_root

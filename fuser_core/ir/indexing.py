@@ -25,17 +25,21 @@ from fuser_core.ir.tensor_view import TensorView
 class LibraryOp(Expr):
     """An op no generated kernel holds (nvFuser's expr_eval-only ops).
 
-    `ties` lists (input position, input axis, output axis): the axes the op keeps,
-    so concretization and the id maps can follow them."""
+    `ties` lists (input position, input axis, output axis[, output position]): the
+    axes the op keeps, so concretization and the id maps can follow them (output 0
+    when the position is left out)."""
 
-    ties: list[tuple[int, int, int]]
+    ties: Sequence[tuple[int, ...]]
 
-    def axis_pairs(self, producer: TensorView) -> list[tuple[IterDomain, IterDomain]]:
-        out: TensorView = self.output  # type: ignore[assignment]
+    def axis_pairs(
+        self, producer: TensorView, consumer: TensorView | None = None
+    ) -> list[tuple[IterDomain, IterDomain]]:
+        """(producer axis, output axis) pairs; of `consumer` only, when given."""
         pairs = []
-        for pos, in_axis, out_axis in self.ties:
-            tv = self.inputs[pos]
-            if tv is producer:
+        for tie in self.ties:
+            pos, in_axis, out_axis = tie[:3]
+            out: TensorView = self.outputs[tie[3] if len(tie) > 3 else 0]  # type: ignore[assignment]
+            if self.inputs[pos] is producer and (consumer is None or out is consumer):
                 pairs.append((producer.logical_no_reductions()[in_axis], out.domain.maybe_root[out_axis]))
         return pairs
 

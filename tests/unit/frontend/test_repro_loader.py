@@ -310,11 +310,11 @@ def test_unsupported_op_in_the_only_definition_raises_one_line_naming_op_and_lin
         load(
             simple("""\
             q = fd.define_tensor(shape=[-1, -1], contiguity=[True, True])
-            out = fd.ops.sdpfa_fwd(q, q, q)
+            out = fd.ops.scaled_mm(q, q, q)
             fd.add_output(out)
             """)
         )
-    assert info.value.one_line() == "<repro>:5: sdpfa_fwd: is not supported by fuser-workbench yet"
+    assert info.value.one_line() == "<repro>:5: scaled_mm: is not supported by fuser-workbench yet"
     assert "\n" not in info.value.one_line()
 
 

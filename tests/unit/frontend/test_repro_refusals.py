@@ -49,11 +49,11 @@ def test_refused_definition_alongside_a_good_one_is_a_problem():
             good.add_output(good.ops.exp(good.define_tensor([-1], [True])))
         with FusionDefinition() as bad:
             t = bad.define_tensor([-1], [True])
-            bad.add_output(bad.ops.topk(t))
+            bad.add_output(bad.ops.grouped_mm(t))
         """,
     )
     assert [d.name for d in script.definitions] == ["good"]
-    assert [p.one_line() for p in script.problems] == ["<repro>:8: topk: is not supported by fuser-workbench yet"]
+    assert [p.one_line() for p in script.problems] == ["<repro>:8: grouped_mm: is not supported by fuser-workbench yet"]
 
 
 def test_name_of_a_refused_assignment_says_why_when_used():

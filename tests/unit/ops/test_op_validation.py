@@ -193,7 +193,7 @@ BAD_DEFINITIONS: list[tuple[str, Callable, str, list[str]]] = [
     ("pad-below-zero", lambda fd: fd.ops.pad(static(fd, [4, 6]), [-4, -3]), "pad", ["size -1", "axis 1"]),
     ("size", lambda fd: fd.ops.size(tensor(fd, 2), 2), "size", ["dim 2"]),
     ("where", lambda fd: fd.ops.where(tensor(fd, 1), 1.0, 0.0), "where", ["Bool"]),
-    ("unsupported", lambda fd: fd.ops.topk(tensor(fd, 1), 2, 0), "topk", ["not supported"]),
+    ("unsupported", lambda fd: fd.ops.scaled_mm(tensor(fd, 1), 2, 0), "scaled_mm", ["not supported"]),
 ]
 
 
