@@ -16,7 +16,7 @@ from fuser_core.codegen import lower_group, print_kernel_ir, translation_unit
 from fuser_core.runtime.cuda_backend import generates_kernel, index_dtype
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kernels_check import check_generated_kernels, runtime_and_inputs, shrunk_sample  # noqa: E402
+from kernels_check import check_generated_kernels, runtime_and_inputs, shrunk_sample
 
 POINTWISE_FAMILY = [
     "gelu_tanh_fwd",
@@ -124,7 +124,7 @@ def test_integer_and_bool_math():
 
 def _sample_kernels():
     for name in POINTWISE_FAMILY:
-        runtime, _ = runtime_and_inputs((Path(__file__).resolve().parents[3] / "sample_fusions" / f"{name}.py"))
+        runtime, _ = runtime_and_inputs(Path(__file__).resolve().parents[3] / "sample_fusions" / f"{name}.py")
         for group in runtime.segmented.groups:
             if generates_kernel(group):
                 yield name, group, runtime.signature.index_type
@@ -147,3 +147,45 @@ def test_reductions_are_refused_with_a_clear_error_until_part_2():
     group = runtime.segmented.groups[0]
     with pytest.raises(FuserError, match="reduction and normalization kernels are not generated yet"):
         lower_group(group.fusion, "k", DataType.Int32)
+
+
+def test_last_cuda_code_and_dumps_show_the_generated_kernel():
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.mul(fd.ops.exp(t0), t0))
+    with pytest.raises(FuserError, match="nothing has been executed yet"):
+        fd.last_cuda_code()
+    with use_options(backend="reference", device_model="h100_sxm"):
+        fd.execute([_rand(6, 130)])
+    code = fd.last_cuda_code()
+    assert code.startswith("===== g0 pointwise: nvfuser_pointwise_f0_c1_r0_g0 =====")
+    assert (
+        'extern "C" __global__ void nvfuser_pointwise_f0_c1_r0_g0(Tensor<float, 2, 2> T0, Tensor<float, 2, 2> T' in code
+    )
+    assert "expf(" in code and "RUNTIME_HEADER" not in code and "struct Tensor" not in code
+    full = fd.last_cuda_code(intrinsic_code=True)
+    assert "struct Tensor" in full and "nvfuser_pointwise_f0_c1_r0_g0" in full
+    report = fd.executor_cache.last_report
+    assert report.launches == () and report.runtime.backend_name == "reference"
+    (kernel,) = report.runtime.kernels
+    assert kernel.launch.block == (128, 1, 1) and kernel.launch.grid[0] >= 1
+    assert "PARALLEL" in kernel.kernel_ir and "threadIdx.x" in kernel.kernel_ir
+
+
+def test_codegen_dumps_print_each_kernel():
+    from fuser_core.options import dump_sink
+
+    seen: dict[str, str] = {}
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.neg(t0))
+    names = ["kernel_ir", "cuda_kernel", "cuda_full", "launch_param", "kernel_metadata"]
+    with dump_sink(lambda option, text: seen.__setitem__(option.name, text)):
+        with use_options(dump=names, backend="reference", device_model="h100_sxm"):
+            fd.execute([_rand(1000)])
+    assert set(seen) == set(names)
+    assert seen["kernel_ir"].startswith("===== g0 pointwise: nvfuser_pointwise_f0_c1_r0_g0 =====\n%kernel")
+    assert "(-T" in seen["cuda_kernel"] and "struct Tensor" not in seen["cuda_kernel"]
+    assert "struct Tensor" in seen["cuda_full"]
+    assert "Launch Parameters: BlockDim.x = 128" in seen["launch_param"]
+    assert seen["kernel_metadata"] == "Kernel metadata: nothing launched (reference backend)\n"
