@@ -28,7 +28,7 @@ from fuser_core.ir.printer import print_kernel, print_math
 from fuser_core.ir.scalar import Scalar as IrScalar
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.ops.creation import tensor_input
-from fuser_core.runtime.dumps import print_scheduled
+from fuser_core.runtime.dumps import print_kernel_texts, print_scheduled
 from fuser_core.runtime.executor_cache import FusionExecutorCache
 from fuser_core.runtime.kernel_runtime import FusionKernelRuntime
 
@@ -262,6 +262,19 @@ class FusionDefinition:
         if runtime is None:
             raise FuserError("nothing has been executed yet", op="last_scheduled_fusion_ir")
         return print_scheduled(runtime, tensor_transforms)
+
+    def last_cuda_code(self, intrinsic_code: bool = False, override_user_schedule: bool = False) -> str:
+        """The CUDA of the last execution's generated kernels, in launch order; with
+        `intrinsic_code`, each kernel's whole translation unit (our runtime header
+        included), as nvFuser's `fd.last_cuda_code(intrinsic_code=True)`."""
+        runtime = self._executor.last_runtime if self._executor is not None else None
+        if runtime is None:
+            raise FuserError("nothing has been executed yet", op="last_cuda_code")
+        return print_kernel_texts(runtime, "full" if intrinsic_code else "cuda")
+
+    def cuda_code_for(self, inputs: Sequence[Any], intrinsic_code: bool = False) -> str:
+        """The CUDA these inputs would run, without running it."""
+        return print_kernel_texts(self.runtime_for(inputs), "full" if intrinsic_code else "cuda")
 
     @property
     def executor_cache(self) -> FusionExecutorCache | None:
