@@ -180,9 +180,9 @@ def test_codegen_dumps_print_each_kernel():
         t0 = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
         fd.add_output(fd.ops.neg(t0))
     names = ["kernel_ir", "cuda_kernel", "cuda_full", "launch_param", "kernel_metadata"]
-    with dump_sink(lambda option, text: seen.__setitem__(option.name, text)):
-        with use_options(dump=names, backend="reference", device_model="h100_sxm"):
-            fd.execute([_rand(1000)])
+    sink = dump_sink(lambda option, text: seen.__setitem__(option.name, text))
+    with sink, use_options(dump=names, backend="reference", device_model="h100_sxm"):
+        fd.execute([_rand(1000)])
     assert set(seen) == set(names)
     assert seen["kernel_ir"].startswith("===== g0 pointwise: nvfuser_pointwise_f0_c1_r0_g0 =====\n%kernel")
     assert "(-T" in seen["cuda_kernel"] and "struct Tensor" not in seen["cuda_kernel"]
