@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from fuser_core.codegen import kernel_ir as k
-from fuser_core.codegen.simplify import add, const_value, div, land, lt, mod, mul, rebuild, sub
+from fuser_core.codegen.simplify import add, const_value, div, index_bounds, land, lt, mod, mul, rebuild, sub
 from fuser_core.errors import FuserError, InternalError
 from fuser_core.ir.base import Val
 from fuser_core.ir.dtype import DataType
@@ -128,6 +128,7 @@ class Lowering:
         self.computing: TensorView | None = None
         self.local_names: dict[str, int] = {}
         self.alloc_depth: dict[int, int] = {}
+        self.bounds: dict[str, int] = {}
 
     # -- arguments and extents ---------------------------------------------------------
     def _bind_arguments(self) -> None:
@@ -385,8 +386,14 @@ class Lowering:
         elif kind == k.LoopKind.vectorize and not self.vectorize:
             kind = k.LoopKind.unroll
         loop = k.For(loop_var(dim), extent, kind, hardware=hardware, label=c.to_string())
+        self._bound(loop.index, extent)
         self.stack[-1].body.append(loop)
         self.stack.append(_Scope(loop.body, c.name))
+
+    def _bound(self, index: k.Var, extent: k.Node) -> None:
+        value = const_value(extent)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            self.bounds[index.name] = value
 
     def _launch_dim(self, hardware: str, extent: k.Node) -> None:
         if not any(d.hardware == hardware and d.extent == extent for d in self.launch):
@@ -641,6 +648,10 @@ class Lowering:
 
     # -- emission ----------------------------------------------------------------------------------
     def lower(self) -> k.Kernel:
+        with index_bounds() as self.bounds:
+            return self._lower()
+
+    def _lower(self) -> k.Kernel:
         for expr in self.exprs:
             if isinstance(expr, ReductionOp | WelfordOp):
                 raise FuserError(
@@ -648,6 +659,10 @@ class Lowering:
                     op=expr.op_name,
                     tensor=f"T{expr.outputs[0].name}",
                 )
+        # Every loop's extent is known before any index is built, so all index math folds alike.
+        for tv in self.materialized:
+            for dim in tv.loop:
+                self._bound(loop_var(dim), self.extent(concrete(dim)))
         self.collect_instances()
         for tv in self.materialized:
             for number, inst in enumerate(self.instances.get(tv.name, [])):
@@ -710,6 +725,7 @@ class Lowering:
         lane = loop_var(lane_dim)
         first = self.own_instance(tv, {concrete(lane_dim).name: k.Const(INDEX, 0)})
         # Launch checks make the extent divisible by the width: lane 0's bounds are all lanes'.
+        self._bound(lane, k.Const(INDEX, vector))
         with self._predicated(first.valid):
             staging = self._local_name(tv) + "_vec"
             self._emit(k.Alloc(staging, tv.dtype, vector, k.Memory.local))
@@ -730,11 +746,12 @@ class Lowering:
             return
         branch = k.If(cond)
         self._emit(branch)
+        depth = len(self.stack)
         self.stack.append(_Scope(branch.then, None))
         try:
             yield
         finally:
-            self.stack.pop()
+            del self.stack[depth:]  # the branch and any loop opened inside it
 
     def _store_shared(self, tv: TensorView, inst: Instance) -> None:
         name = f"T{tv.name}"
@@ -773,7 +790,13 @@ class Lowering:
             self.vector_widths[f"T{source.name}"] = max(vector, self.vector_widths.get(f"T{source.name}", 1))
             return
         if vector > 1:
-            self._open(tv.loop[-1])
+            # The vector width divides the extent: lane 0's bounds are every lane's, so
+            # the check is made once, outside the lanes.
+            lane = {concrete(tv.loop[-1]).name: k.Const(INDEX, 0)}
+            with self._predicated(self._lane_instance(inst, lane).valid):
+                self._open(tv.loop[-1])
+                self._emit(k.Store(name, self._slot(tv), self.value_of_definition(tv, inst)))
+            return
         with self._predicated(inst.valid):
             self._emit(k.Store(name, self._slot(tv), self.value_of_definition(tv, inst)))
 
@@ -858,9 +881,10 @@ def _propagate_overflow(lowering: Lowering, expr: object, overflow: dict[int, bo
         outs = any(overflow.get(id(o), False) for o in expr.outputs)
         overflow[id(inp)] = outs or (not inp.is_broadcast and not _divides(lowering, inp, expr))
     elif isinstance(expr, Merge):
-        flag = overflow.get(id(expr.outputs[0]), False)
-        for i in expr.inputs:
-            overflow[id(i)] = flag
+        # The inner index is a remainder, always in range; only the outer can run past.
+        outer, inner = expr.inputs
+        overflow[id(outer)] = overflow.get(id(expr.outputs[0]), False)
+        overflow[id(inner)] = False
     elif isinstance(expr, Resize):
         overflow[id(expr.inputs[0])] = overflow.get(id(expr.outputs[0]), False)
 

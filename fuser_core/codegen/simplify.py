@@ -4,11 +4,81 @@ indices are equal expressions."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.ir.dtype import DataType
 
 INDEX = DataType.Index
 BOOL = DataType.Bool
+
+# Loop indices' extents while a kernel is lowered: index math on a loop index that stays
+# under a divisor folds (`(8 * i + lane) % 128` is `(8 * i) % 128 + lane` for a vector
+# lane under 8). Indices are never negative where their value is used (predicates keep
+# out-of-range lanes from reading or writing), which these rules rely on.
+_bounds: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("kernel_index_bounds", default=None)
+
+
+@contextlib.contextmanager
+def index_bounds() -> Iterator[dict[str, int]]:
+    """A fresh table of loop extents for one kernel (name -> exclusive bound)."""
+    table: dict[str, int] = {}
+    token = _bounds.set(table)
+    try:
+        yield table
+    finally:
+        _bounds.reset(token)
+
+
+def bound(node: k.Node) -> int | None:
+    """An exclusive upper bound of a non-negative index expression, when one is known."""
+    if isinstance(node, k.Const) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value + 1 if node.value >= 0 else None
+    if isinstance(node, k.Var):
+        table = _bounds.get()
+        return table.get(node.name) if table is not None else None
+    if isinstance(node, k.Bin) and node.dtype == INDEX:
+        a, b = bound(node.a), bound(node.b)
+        if node.op == "%" and b is not None:
+            return min(b - 1, a) if a is not None else b - 1
+        if a is None or b is None:
+            return None
+        if node.op == "+":
+            return a + b - 1
+        if node.op == "*":
+            return (a - 1) * (b - 1) + 1
+        if node.op == "/" and isinstance(node.b, k.Const) and int(node.b.value) > 0:
+            return (a - 1) // int(node.b.value) + 1
+    return None
+
+
+def _factor(node: k.Node) -> int:
+    """A constant the expression is known to be a multiple of (1 when none)."""
+    if isinstance(node, k.Const) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return abs(node.value) or 1 << 30
+    if isinstance(node, k.Bin) and node.op == "*":
+        return _factor(node.a) * _factor(node.b)
+    if isinstance(node, k.Bin) and node.op in "+-":
+        fa, fb = _factor(node.a), _factor(node.b)
+        while fb:
+            fa, fb = fb, fa % fb
+        return fa
+    return 1
+
+
+def _split_sum(node: k.Node, m: int) -> tuple[k.Node, k.Node] | None:
+    """`p + q` with p a multiple of `m`... or of a divisor c of `m` with q under c:
+    (the multiple part, the small part)."""
+    if not (isinstance(node, k.Bin) and node.op == "+"):
+        return None
+    for p, q in ((node.a, node.b), (node.b, node.a)):
+        c = _factor(p)
+        q_bound = bound(q)
+        if c % m == 0 or (m % c == 0 and q_bound is not None and q_bound <= c):
+            return p, q
+    return None
 
 
 def const_value(node: k.Node) -> int | float | bool | None:
@@ -78,6 +148,22 @@ def div(a: k.Node, b: k.Node) -> k.Node:
         return _c(0)
     if va is not None and vb is not None and int(vb) != 0 and int(va) >= 0 and int(vb) > 0:
         return _c(int(va) // int(vb))
+    if isinstance(vb, int) and not isinstance(vb, bool) and vb > 0:
+        a_bound = bound(a)
+        if a_bound is not None and a_bound <= vb:
+            return _c(0)
+        if isinstance(a, k.Bin) and a.op == "*" and isinstance(a.b, k.Const):
+            c = int(a.b.value)
+            if c % vb == 0:
+                return mul(a.a, _c(c // vb))
+            if vb % c == 0:
+                return div(a.a, _c(vb // c))
+        parts = _split_sum(a, vb)
+        if parts is not None:
+            p, q = parts
+            if _factor(p) % vb == 0:
+                return add(div(p, b), div(q, b))
+            return div(p, b)
     return k.Bin(INDEX, "/", a, b)
 
 
@@ -87,6 +173,21 @@ def mod(a: k.Node, b: k.Node) -> k.Node:
         return _c(0)
     if va is not None and vb is not None and int(vb) > 0 and int(va) >= 0:
         return _c(int(va) % int(vb))
+    if isinstance(vb, int) and not isinstance(vb, bool) and vb > 0:
+        a_bound = bound(a)
+        if a_bound is not None and a_bound <= vb:
+            return a
+        if _factor(a) % vb == 0:
+            return _c(0)
+        if isinstance(a, k.Bin) and a.op == "*" and isinstance(a.b, k.Const) and vb % int(a.b.value) == 0:
+            c = int(a.b.value)
+            return mul(mod(a.a, _c(vb // c)), a.b)
+        parts = _split_sum(a, vb)
+        if parts is not None:
+            p, q = parts
+            if _factor(p) % vb == 0:
+                return mod(q, b)
+            return add(mod(p, b), q)
     return k.Bin(INDEX, "%", a, b)
 
 
@@ -94,6 +195,9 @@ def lt(a: k.Node, b: k.Node) -> k.Node:
     va, vb = const_value(a), const_value(b)
     if va is not None and vb is not None:
         return k.Const(BOOL, bool(va < vb))
+    a_bound = bound(a)
+    if a_bound is not None and isinstance(vb, int) and not isinstance(vb, bool) and a_bound <= vb:
+        return k.Const(BOOL, True)
     return k.Bin(BOOL, "<", a, b)
 
 
