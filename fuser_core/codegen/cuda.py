@@ -106,6 +106,17 @@ template <typename T> __device__ __forceinline__ T clamp(T x, T lo, T hi) {
   return fuser_fmin(fuser_fmax(x, lo), hi);
 }
 template <typename T> __device__ __forceinline__ T threshold(T x, T t, T v) { return x <= t ? v : x; }
+__device__ __forceinline__ float frac(float x) { return x - truncf(x); }
+__device__ __forceinline__ double frac(double x) { return x - trunc(x); }
+template <typename T> __device__ __forceinline__ T gcd(T a, T b) {
+  a = a < 0 ? -a : a;
+  b = b < 0 ? -b : b;
+  while (b != 0) { T t = a % b; a = b; b = t; }
+  return a;
+}
+template <typename T> __device__ __forceinline__ bool isneginf(T x) { return isinf(x) && x < 0; }
+template <typename T> __device__ __forceinline__ bool isposinf(T x) { return isinf(x) && x > 0; }
+template <typename T> __device__ __forceinline__ bool isreal(T) { return true; }
 // ---- end of runtime header ----
 """
 
@@ -113,7 +124,7 @@ template <typename T> __device__ __forceinline__ T threshold(T x, T t, T v) { re
 _FLOAT_SUFFIX = {
     "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos", "atan",
     "sinh", "cosh", "tanh", "sqrt", "rsqrt", "erf", "erfc", "lgamma", "floor", "ceil", "nearbyint", "trunc",
-    "fmod", "atan2", "pow",
+    "fmod", "atan2", "pow", "asinh", "acosh", "atanh", "erfinv", "erfcinv", "nextafter",
 }  # fmt: skip
 _RENAMED = {"fmax": "fuser_fmax", "fmin": "fuser_fmin"}
 MAX_UNROLL = 16  # serial loops of a constant extent up to this are unrolled

@@ -72,12 +72,30 @@ def generates_kernel(group: SegmentedGroup) -> bool:
 
 def lower_groups(segmented: SegmentedFusion, runtime_name: str, index_type: str) -> dict[int, k.Kernel]:
     """The kernel IR of every group codegen handles, by group id."""
-    kernels = {}
+    return lowered_groups(segmented, runtime_name, index_type)[0]
+
+
+def lowered_groups(
+    segmented: SegmentedFusion, runtime_name: str, index_type: str
+) -> tuple[dict[int, k.Kernel], dict[int, str]]:
+    """The kernel IR of every group codegen handles, and for the others why not (an op
+    with no CUDA lowering yet is run on the host, never a failed run)."""
+    kernels, refused = {}, {}
     for group in segmented.groups:
-        if generates_kernel(group) and group.fusion is not None:
-            name = kernel_name(group.scheduler, runtime_name, group.id)
+        if not generates_kernel(group) or group.fusion is None:
+            what = (
+                "no generated kernel for"
+                if group.scheduler in (SchedulerType.expr_eval, SchedulerType.no_op)
+                else "CUDA codegen part 2 will generate"
+            )
+            refused[group.id] = f"{what} {group.scheduler.value} groups"
+            continue
+        name = kernel_name(group.scheduler, runtime_name, group.id)
+        try:
             kernels[group.id] = lower_group(group.fusion, name, index_dtype(index_type))
-    return kernels
+        except FuserError as err:
+            refused[group.id] = str(err)
+    return kernels, refused
 
 
 # -- evaluating index expressions on the host (launch dimensions, output shapes) --------------
@@ -363,7 +381,7 @@ class CudaExecutable:
         self.segmented = segmented
         self.complete = segmented.complete
         self.device = device
-        kernels = lower_groups(segmented, runtime_name, signature.index_type)
+        kernels, self.host_reasons = lowered_groups(segmented, runtime_name, signature.index_type)
         self.steps: list[GeneratedGroup | HostGroup] = []
         for group in segmented.groups:
             if group.id in kernels:
@@ -387,6 +405,11 @@ class CudaExecutable:
                     events.append(
                         f"{step.kernel.name}{form}: {module.cache} ({module.compile_seconds:.3f} s to compile)"
                     )
+            else:
+                group = step.group
+                events.append(
+                    f"g{group.id} {group.scheduler.value}: on the host reference ({self.host_reasons[group.id]})"
+                )
         return events
 
     def run(self, args: Sequence[Any]) -> list[Any]:

@@ -189,3 +189,37 @@ def test_codegen_dumps_print_each_kernel():
     assert "struct Tensor" in seen["cuda_full"]
     assert "Launch Parameters: BlockDim.x = 128" in seen["launch_param"]
     assert seen["kernel_metadata"] == "Kernel metadata: nothing launched (reference backend)\n"
+
+
+def test_newer_elementwise_ops_have_cuda_rules():
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        t1 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Int)
+        fd.add_output(fd.ops.frac(t0))
+        fd.add_output(fd.ops.nextafter(t0, fd.ops.neg(t0)))
+        fd.add_output(fd.ops.signbit(t0))
+        fd.add_output(fd.ops.isposinf(fd.ops.reciprocal(t0)))
+        fd.add_output(fd.ops.gcd(t1, fd.ops.add(t1, t1)))
+        fd.add_output(fd.ops.asinh(t0))
+
+    x = _rand(5, 67) * 3
+    x[0, :3] = 0.0
+    inputs = [x, RNG.integers(-40, 40, (5, 67))]
+    runtime = _fusion_runtime(build, inputs)
+    checked = check_generated_kernels(runtime, inputs)
+    assert len(checked) == len(runtime.segmented.groups) >= 1
+    nvrtc = pytest.importorskip("fuser_core.runtime.kernel_cache")
+    for group in runtime.segmented.groups:
+        kernel = lower_group(group.fusion, f"nvfuser_newer_ops_g{group.id}", DataType.Int32)
+        ptx = nvrtc.compile_kernel(translation_unit(kernel), kernel.name, arch="sm_90").ptx
+        assert f".entry {kernel.name}" in ptx
+
+
+def test_a_group_codegen_cannot_lower_yet_runs_on_the_host_with_its_reason():
+    from fuser_core.runtime.cuda_backend import lowered_groups
+
+    runtime, _ = runtime_and_inputs(shrunk_sample("softmax"))
+    kernels, refused = lowered_groups(runtime.segmented, runtime.name, "int32")
+    assert kernels == {}
+    assert refused[0] == "CUDA codegen part 2 will generate inner_persistent groups"
+    assert runtime.kernels == ()
