@@ -29,10 +29,12 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import cupy  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from run_sample import to_torch  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 from fuser_core import EnableOption, load_repro, use_options  # noqa: E402
@@ -80,14 +82,6 @@ TORCH = {
     "transpose_add": transpose_add,
     "resize_pad_to_broadcast_dynamic": resize_pad,
 }
-
-
-def to_torch(x):
-    if isinstance(x, np.ndarray):
-        if x.dtype.itemsize == 2 and x.dtype != np.float16:
-            return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16).cuda()
-        return torch.from_numpy(x).cuda()
-    return x
 
 
 def nbytes(tensors):

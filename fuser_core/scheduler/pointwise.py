@@ -9,6 +9,7 @@ read once per block row instead of once per element.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from fuser_core.ir.fusion import Fusion
@@ -196,20 +197,24 @@ def _break_point(group: GroupView, reference: TensorView, dims: list) -> int:  #
     return 0
 
 
+def _resizes(group: GroupView) -> Iterator[tuple[IterDomain, Resize]]:
+    """Every axis a pad, slice or cat makes in the group, with its Resize."""
+    for expr in group.exprs:
+        for tv in expr.outputs:
+            if isinstance(tv, TensorView):
+                for dim in tv.logical:
+                    if isinstance(dim.definition, Resize):
+                        yield dim, dim.definition
+
+
 def _resize_links(group: GroupView) -> dict[int, set[int]]:
     """Exact set -> the sets a pad, slice or cat makes of it (RoPE's half-width axis
     becomes the full head axis): an input varies along those too."""
     links: dict[int, set[int]] = {}
-    for expr in group.exprs:
-        for tv in expr.outputs:
-            if not isinstance(tv, TensorView):
-                continue
-            for dim in tv.logical:
-                resize = dim.definition
-                if isinstance(resize, Resize):
-                    source = resize.inputs[0]
-                    assert isinstance(source, IterDomain)
-                    links.setdefault(group.id_map.exact(source), set()).add(group.id_map.exact(dim))
+    for dim, resize in _resizes(group):
+        source = resize.inputs[0]
+        assert isinstance(source, IterDomain)
+        links.setdefault(group.id_map.exact(source), set()).add(group.id_map.exact(dim))
     return links
 
 
@@ -227,23 +232,16 @@ def _inner_resize_amounts(group: GroupView, inner_set: int, links: dict[int, set
     """The pad/slice offsets on the way into the reference's inner axis (absolute,
     non-zero); None when one of them is only known at run time."""
     amounts: list[int] = []
-    for expr in group.exprs:
-        for tv in expr.outputs:
-            if not isinstance(tv, TensorView):
-                continue
-            for dim in tv.logical:
-                resize = dim.definition
-                if not isinstance(resize, Resize) or group.id_map.exact(dim) == -1:
-                    continue
-                source = resize.inputs[0]
-                assert isinstance(source, IterDomain)
-                if inner_set not in _through_resizes({group.id_map.exact(source)}, links):
-                    continue
-                for amount in (resize.left, resize.right):
-                    if not amount.is_const:
-                        return None
-                    if int(amount.value):  # type: ignore[arg-type]
-                        amounts.append(abs(int(amount.value)))  # type: ignore[arg-type]
+    for _dim, resize in _resizes(group):
+        source = resize.inputs[0]
+        assert isinstance(source, IterDomain)
+        if inner_set not in _through_resizes({group.id_map.exact(source)}, links):
+            continue
+        for amount in (resize.left, resize.right):
+            if not amount.is_const:
+                return None
+            if int(amount.value):  # type: ignore[arg-type]
+                amounts.append(abs(int(amount.value)))  # type: ignore[arg-type]
     return amounts
 
 

@@ -13,18 +13,7 @@ from fuser_core import DataType, FusionDefinition, load_repro, use_options
 pytestmark = pytest.mark.gpu
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "codegen"))
-from kernels_check import SAMPLES_DIR, shrunk_sample  # noqa: E402
-
-POINTWISE_FAMILY = [
-    "gelu_tanh_fwd",
-    "issue785_gelu_bias_bwd",
-    "issue785_reduction_pow",
-    "resize_pad_to_broadcast_dynamic",
-    "rope_issue2795",
-    "rope_litgpt",
-    "segment_set_log_softmax",
-    "transpose_add",
-]
+from kernels_check import POINTWISE_FAMILY, SAMPLES_DIR, shrunk_sample  # noqa: E402
 
 
 def _host(value, dtype):

@@ -19,6 +19,19 @@ from fuser_core.runtime.reference import bind_leaves, evaluate_fusion, leaf_valu
 
 SAMPLES_DIR = Path(__file__).resolve().parents[3] / "sample_fusions"
 
+# The samples whose every kernel codegen generates (pointwise, transpose), and those
+# whose pointwise kernels sit beside a reduction.
+POINTWISE_FAMILY = [
+    "gelu_tanh_fwd",
+    "issue785_gelu_bias_bwd",
+    "issue785_reduction_pow",
+    "resize_pad_to_broadcast_dynamic",
+    "rope_issue2795",
+    "rope_litgpt",
+    "segment_set_log_softmax",
+    "transpose_add",
+]
+
 # The samples' big sizes, scaled down so the interpreter runs every thread in seconds;
 # the constants a fusion slices or pads by (head dims, 1, 2, 8...) are kept.
 SHRINK = {"16384": "72", "8192": "48", "4096": "40", "65536": "7", "1024": "24", "512": "12"}

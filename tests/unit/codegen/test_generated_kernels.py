@@ -16,18 +16,7 @@ from fuser_core.codegen import lower_group, print_kernel_ir, translation_unit
 from fuser_core.runtime.cuda_backend import generates_kernel, index_dtype
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kernels_check import check_generated_kernels, runtime_and_inputs, shrunk_sample
-
-POINTWISE_FAMILY = [
-    "gelu_tanh_fwd",
-    "issue785_gelu_bias_bwd",
-    "issue785_reduction_pow",
-    "resize_pad_to_broadcast_dynamic",
-    "rope_issue2795",
-    "rope_litgpt",
-    "segment_set_log_softmax",
-    "transpose_add",
-]
+from kernels_check import POINTWISE_FAMILY, check_generated_kernels, runtime_and_inputs, shrunk_sample
 
 
 @pytest.mark.parametrize("vectorize", [True, False], ids=["vectorized", "scalar_fallback"])
