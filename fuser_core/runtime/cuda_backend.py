@@ -27,7 +27,6 @@ from fuser_core.codegen.lower import lower_group
 from fuser_core.errors import FuserError
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.fusion import Fusion
-from fuser_core.ir.tensor_exprs import MatmulOp
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.options import EnableOption, current_options
 from fuser_core.runtime.arguments import TensorArg, bind_args
@@ -341,60 +340,6 @@ def _cupy_dtype(dtype: DataType) -> Any:
     return dtype.numpy
 
 
-class DeviceMatmulGroup:
-    """An expr_eval group of matmul/linear ops, run with cuBLAS where the data is: CuPy
-    for float, half and double; torch (through DLPack, no copies) for bf16."""
-
-    def __init__(self, group: SegmentedGroup) -> None:
-        self.group = group
-        assert group.unscheduled is not None
-        self.exprs = [e for e in group.unscheduled.exprs() if e.is_tensor_op()]
-
-    @staticmethod
-    def takes(group: SegmentedGroup) -> bool:
-        if group.scheduler != SchedulerType.expr_eval or group.unscheduled is None:
-            return False
-        exprs = [e for e in group.unscheduled.exprs() if e.is_tensor_op()]
-        if not exprs or not all(isinstance(e, MatmulOp) for e in exprs):
-            return False
-        dtypes = {v.dtype for e in exprs for v in (*e.inputs, *e.outputs)}
-        native = dtypes <= {DataType.Float, DataType.Double, DataType.Half}
-        return native or (dtypes <= {DataType.BFloat16, DataType.Float} and "torch" in sys.modules)
-
-    def run(self, tensors: dict[int, Any], cupy: Any) -> None:
-        for expr in self.exprs:
-            assert isinstance(expr, MatmulOp)
-            args = [tensors[v.name] for v in expr.inputs]
-            out = expr.output
-            assert isinstance(out, TensorView)
-            if any(bits_only(v.dtype) for v in (*expr.inputs, out)):
-                result = self._torch(expr, args, cupy)
-            else:
-                a, b = args[0], args[1]
-                result = cupy.matmul(a, b if expr.kind == "matmul" or b.ndim == 1 else b.T)
-                if expr.kind == "linear" and len(args) > 2:
-                    result = result + args[2]
-            order = _alloc_order(out)
-            if order != sorted(order):  # a required output layout
-                laid = _empty(cupy, result.shape, out.dtype, order)
-                laid[...] = result
-                result = laid
-            tensors[out.name] = result
-
-    @staticmethod
-    def _torch(expr: MatmulOp, args: list[Any], cupy: Any) -> Any:
-        torch = sys.modules["torch"]
-        views = [
-            torch.from_dlpack(a).view(torch.bfloat16) if bits_only(v.dtype) else torch.from_dlpack(a)
-            for a, v in zip(args, expr.inputs, strict=True)
-        ]
-        if expr.kind == "matmul":
-            result = torch.matmul(views[0], views[1])
-        else:
-            result = torch.nn.functional.linear(views[0], views[1], views[2] if len(views) > 2 else None)
-        return cupy.from_dlpack(result.view(torch.int16)).view(cupy.uint16)
-
-
 class HostGroup:
     """A group with no generated kernel: its math on the host, with the reference backend."""
 
@@ -437,12 +382,10 @@ class CudaExecutable:
         self.complete = segmented.complete
         self.device = device
         kernels, self.host_reasons = lowered_groups(segmented, runtime_name, signature.index_type)
-        self.steps: list[GeneratedGroup | DeviceMatmulGroup | HostGroup] = []
+        self.steps: list[GeneratedGroup | HostGroup] = []
         for group in segmented.groups:
             if group.id in kernels:
                 self.steps.append(GeneratedGroup(group, kernels[group.id], device, signature.index_type))
-            elif DeviceMatmulGroup.takes(group):
-                self.steps.append(DeviceMatmulGroup(group))
             else:
                 self.steps.append(HostGroup(group, self.complete))
         self.last_launches: tuple[LaunchRecord, ...] = ()
@@ -462,8 +405,6 @@ class CudaExecutable:
                     events.append(
                         f"{step.kernel.name}{form}: {module.cache} ({module.compile_seconds:.3f} s to compile)"
                     )
-            elif isinstance(step, DeviceMatmulGroup):
-                events.append(f"g{step.group.id} expr_eval: cuBLAS through CuPy/torch, nothing to compile")
             else:
                 group = step.group
                 events.append(
@@ -497,8 +438,6 @@ class CudaExecutable:
                 }
                 params, vectorized = step.run(tensors, group_scalars, cupy, stream, events[-1] if profile else None)
                 records.append(_record(step, params, tensors, self.device, vectorized))
-            elif isinstance(step, DeviceMatmulGroup):
-                step.run(tensors, cupy)
             else:
                 if leaves is None:
                     leaves = leaf_values(self.complete, bind_args(self.complete, args, values=False))
@@ -520,7 +459,7 @@ class CudaExecutable:
     def fast_plan(self, args: Sequence[Any]) -> FastPlan | None:
         """What a call with these sizes, strides and dtypes launches, worked out once
         (None where a group runs on the host, or an output is not written by a kernel)."""
-        if any(not isinstance(step, GeneratedGroup) for step in self.steps):
+        if any(isinstance(step, HostGroup) for step in self.steps):
             return None
         positions = {v.name: p for p, v in enumerate(self.complete.inputs) if isinstance(v, TensorView)}
         torch_out = any(isinstance(a, TensorArg) and a.origin == "torch" for a in args)

@@ -218,28 +218,3 @@ def test_cache_hits_take_the_fast_path_and_agree(framework):
     np.testing.assert_allclose(host(first), np.sin(x) * y, rtol=2e-6, atol=1e-6)
     report = fd.executor_cache.last_report
     assert report.launches and report.launches[0].kernel.startswith("nvfuser_pointwise")
-
-
-@pytest.mark.parametrize("dtype", [DataType.Float, DataType.BFloat16])
-def test_matmul_and_linear_groups_run_with_cublas_between_generated_kernels(dtype):
-    torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(9)
-    with FusionDefinition() as fd:
-        a = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
-        b = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
-        w = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
-        h = fd.ops.relu(fd.ops.matmul(a, b))
-        fd.add_output(fd.ops.cast(fd.ops.exp(fd.ops.linear(fd.ops.cast(h, dtype), w)), dtype))
-    shapes = [(64, 96), (96, 128), (32, 128)]
-    host = [(rng.standard_normal(s) / 8).astype(dtype.numpy) for s in shapes]
-    with use_options(backend="reference"):
-        (expected,) = fd.execute(host)
-    device = [_to_device(x) if dtype == DataType.BFloat16 else torch.from_numpy(x).cuda() for x in host]
-    with use_options(backend="cuda"):
-        (got,) = fd.execute(device)
-    runtime = fd.executor_cache.last_runtime
-    schedulers = [g.scheduler.value for g in runtime.segmented.groups]
-    assert "expr_eval" in schedulers and ("pointwise" in schedulers)
-    events = runtime.executable.compile_events()
-    assert any("cuBLAS" in e for e in events) and not any("host reference" in e for e in events)
-    _compare(_host(got, dtype), np.asarray(expected), "matmul/linear", dtype)
