@@ -74,12 +74,13 @@ class RunReport:
     def compile_summary(self) -> str:
         """`compiled 2 kernels (0.41 s)`, or `warm start: compiled nothing` when every
         kernel came from the on-disk or in-process cache."""
-        if not self.compiles:
+        kernels = [c for c in self.compiles if "on the host reference" not in c]
+        if not kernels:
             return "no kernels compiled in this run"
-        fresh = [c for c in self.compiles if ": compiled " in c]
+        fresh = [c for c in kernels if ": compiled " in c]
         if not fresh:
-            return f"warm start: compiled nothing ({len(self.compiles)} kernels from the kernel cache)"
-        return f"compiled {len(fresh)} of {len(self.compiles)} kernels"
+            return f"warm start: compiled nothing ({len(kernels)} kernels from the kernel cache)"
+        return f"compiled {len(fresh)} of {len(kernels)} kernels"
 
 
 @dataclass

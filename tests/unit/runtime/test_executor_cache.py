@@ -187,3 +187,18 @@ def test_each_run_leaves_a_report():
     assert report.arguments == ("0: T0 DataType.Float shape [2, 3] strides [3, 1] (numpy)",)
     assert report.runtime.fusion is fd.fusion  # a static fusion runs as defined
     assert report.seconds >= 0
+
+
+def test_compile_summary_counts_kernels_only():
+    from fuser_core.runtime.executor_cache import RunReport
+
+    def report(compiles):
+        return RunReport(0, executor_cache.CacheEvent(False, "input key", "f0_c1_r0"), None, (), 0.0, (), compiles)
+
+    assert report(()).compile_summary() == "no kernels compiled in this run"
+    host = "g1 reduction: on the host reference (CUDA codegen part 2 will generate reduction groups)"
+    assert report((host,)).compile_summary() == "no kernels compiled in this run"
+    warm = ("nvfuser_pointwise_f0_c1_r0_g0: disk (0.021 s to compile)", host)
+    assert report(warm).compile_summary() == "warm start: compiled nothing (1 kernels from the kernel cache)"
+    cold = ("nvfuser_pointwise_f0_c1_r0_g0: compiled (0.021 s to compile)", host)
+    assert report(cold).compile_summary() == "compiled 1 of 1 kernels"
