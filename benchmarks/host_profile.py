@@ -1,6 +1,6 @@
 """Where the host time of a cache-hit call goes: cProfile over many fast-path calls.
 
-    PYTHONPATH=. python benchmarks/host_profile.py
+PYTHONPATH=. python benchmarks/host_profile.py
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from fuser_core import DataType, FusionDefinition, use_options  # noqa: E402
+from fuser_core import DataType, FusionDefinition, use_options
 
 
 def main() -> None:
