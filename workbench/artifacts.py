@@ -150,6 +150,8 @@ class Artifacts:
     correctness: Correctness
     backend: str
     core_dumps: tuple[tuple[str, str], ...] = field(default=())
+    index_type: str = ""  # "int32" or "int64": the signature's, from the inputs' sizes
+    compiles: tuple[str, ...] = ()  # on a miss that built a runtime: what each kernel's compile did
 
     @property
     def scheduled_math(self) -> str:
@@ -224,6 +226,8 @@ def collect(
         correctness=correctness,
         backend=backend,
         core_dumps=tuple(core_dumps),
+        index_type=runtime.signature.index_type,
+        compiles=tuple(report.compiles),
     )
 
 

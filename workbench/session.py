@@ -51,6 +51,17 @@ from workbench.samples import resolve_script
 DEFAULT_MAX_INPUT_BYTES = 4 * 2**30
 REFERENCE = "reference"
 
+# The steps of a run, in order, as `Session.run(progress=...)` reports them.
+Progress = Callable[[str], None]
+STEP_INPUTS = "making the inputs"
+STEP_RUN = "concretizing, segmenting, scheduling and running on the {backend} backend"
+STEP_CHECK = "checking the outputs against the reference"
+STEP_COLLECT = "collecting the stages"
+
+
+def _no_progress(step: str) -> None:
+    pass
+
 
 # Backends by name, each built for a device model. The session holds the backend as a
 # name and builds it only to run; fuser_core's select_backend refuses cuda where no GPU
@@ -66,6 +77,15 @@ def make_backend(name: str, device_model: str | None = None) -> Backend:
     if factory is None:
         raise FuserError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)}")
     return factory(device_model)
+
+
+def backend_problem(name: str, device_model: str | None = None) -> str | None:
+    """Why the named backend cannot run here (no GPU, no CuPy), or None if it can."""
+    try:
+        make_backend(name, device_model)
+    except FuserError as err:
+        return err.message
+    return None
 
 
 # -- settings ---------------------------------------------------------------------------
@@ -258,6 +278,57 @@ class Session:
                 raise FuserError(f"input {slot.index} ({slot.label}) takes {slot.spec.describe()}, not {value!r}")
         self.scalars = list(values)
 
+    def check_shape(self, position: int, shape: Sequence[int]) -> tuple[int, ...]:
+        """`shape` if tensor input `position` may take it; a FuserError naming the input if not."""
+        return _check_shape(self.tensor_slots[position], tuple(shape))
+
+    @property
+    def bundled_shapes(self) -> list[tuple[int, ...]]:
+        return [s.spec.shape for s in self.tensor_slots]
+
+    @property
+    def bundled_scalars(self) -> list[Any]:
+        return [s.spec.value for s in self.scalar_slots]
+
+    # -- the script on disk ---------------------------------------------------------------
+    def changed_on_disk(self) -> bool:
+        """Whether the script's file no longer holds the text this session loaded."""
+        try:
+            return Path(self.path).read_text(encoding="utf-8-sig") != self.script.text
+        except (OSError, UnicodeDecodeError):
+            return True  # reload() reports why it cannot be read
+
+    def reload(self) -> list[str]:
+        """Load the script again (after it was edited), keeping the definition, options,
+        seed and the inputs the user changed, where they still fit. Returns one line per
+        thing that could not be kept. A script that no longer loads raises its FuserError
+        and leaves the session as it was."""
+        kept = (self.script, self.definition, self.slots, self.shapes, self.scalars, self._caches)
+        edited_shapes = self.shapes if self.shapes != self.bundled_shapes else None
+        edited_scalars = self.scalars if self.scalars != self.bundled_scalars else None
+        script = load_repro(Path(self.path))
+        names = [d.name for d in script.definitions]
+        name = self.definition if self.definition in names else names[0]
+        self.script, self._caches = script, {}
+        try:
+            self.select(name)
+        except FuserError:
+            self.script, self.definition, self.slots, self.shapes, self.scalars, self._caches = kept
+            raise
+        notes = [] if name == kept[1] else [f"{kept[1]} is no longer in the script: showing {name}"]
+        notes += self._keep("shapes", edited_shapes, self.set_shapes)
+        notes += self._keep("scalars", edited_scalars, self.set_scalars)
+        return notes
+
+    def _keep(self, what: str, values: list[Any] | None, setter: Callable[[Any], None]) -> list[str]:
+        if values is None:
+            return []
+        try:
+            setter(values)
+        except FuserError as err:
+            return [f"your {what} no longer fit ({err.message}): the script's are used"]
+        return []
+
     def settings(self) -> RunSettings:
         return RunSettings(self.definition, tuple(self.shapes), tuple(self.scalars), self.options, self.seed)
 
@@ -272,18 +343,21 @@ class Session:
         return specs
 
     # -- running ------------------------------------------------------------------------
-    def run(self) -> RunResult:
+    def run(self, progress: Progress | None = None) -> RunResult:
+        """Run with the current settings; `progress` is told each step as it starts (the
+        TUI runs this in a worker and shows the step)."""
         settings = self.settings()
         try:
-            result = self._run(settings)
+            result = self._run(settings, progress or _no_progress)
         except FuserError as err:
             result = RunResult(self._runs, settings, error=self._error(err))
         self._runs += 1
         self.previous, self.current = self.current, result
         return result
 
-    def _run(self, settings: RunSettings) -> RunResult:
+    def _run(self, settings: RunSettings, progress: Progress) -> RunResult:
         loaded = self.loaded
+        progress(STEP_INPUTS)
         inputs = _materialize(self.input_specs(), settings.seed, self.max_input_bytes, loaded.name)
         captured: list[tuple[str, str]] = []
         opts = settings.options
@@ -297,11 +371,15 @@ class Session:
             ) as effective,
             dump_sink(lambda option, text: captured.append((option.name, text))),
         ):
+            progress(STEP_RUN.format(backend=opts.backend))
             cache = self._cache(loaded, opts.backend, opts.device_model)
             outputs = cache.run(inputs)
             report = cache.last_report
             assert report is not None
+            if opts.backend != REFERENCE:
+                progress(STEP_CHECK)
             correctness = self._check(loaded, opts.backend, inputs, outputs)
+            progress(STEP_COLLECT)
             artifacts = collect(report, loaded.fd.fusion_ir(), inputs, correctness, opts.backend, captured)
         names = [o.name for o in sorted(effective.disable, key=lambda o: o.name)]
         names += [o.name for o in sorted(effective.enable, key=lambda o: o.name)]

@@ -244,3 +244,81 @@ def test_settings_strings_of_the_diff_command_parse():
         parse_settings_args("--fast")
     with pytest.raises(FuserError, match="--disable needs a value"):
         parse_settings_args("--disable")
+
+
+# -- what the TUI needs of the session ------------------------------------------------------
+
+
+def test_run_reports_each_step_as_it_starts():
+    session = Session.open("resize_pad_to_broadcast_dynamic")
+    session.set_shapes(RESIZE_SMALL)
+    steps = []
+    assert session.run(progress=steps.append).ok
+    assert steps == [
+        session_module.STEP_INPUTS,
+        session_module.STEP_RUN.format(backend="reference"),
+        session_module.STEP_COLLECT,
+    ]
+
+
+def test_check_shape_names_the_input_and_keeps_nothing():
+    session = Session.open("softmax")
+    assert session.check_shape(0, (2, 4, 8, 1024)) == (2, 4, 8, 1024)
+    with pytest.raises(FuserError, match=r"input 0 \(T0\) is 4-D in the definition"):
+        session.check_shape(0, (2, 4))
+    assert session.shapes == session.bundled_shapes == [(4, 16, 1024, 1024)]
+
+
+def test_reload_keeps_the_users_inputs_and_options_and_a_broken_script_changes_nothing(tmp_path):
+    script = tmp_path / "repro.py"
+    script.write_text((session_module.resolve_script("resize_pad_to_broadcast_dynamic")).read_text())
+    session = Session.open(str(script))
+    session.set_shapes(RESIZE_SMALL)
+    session.options = session.options.toggled("concretize_resize_extents")
+    assert session.run().ok and not session.changed_on_disk()
+
+    good = script.read_text()
+    script.write_text(good.replace("fd.ops.pad(", "fd.ops.not_an_op(", 1))
+    assert session.changed_on_disk()
+    with pytest.raises(FuserError, match="not_an_op"):
+        session.reload()
+    assert session.shapes == RESIZE_SMALL and "not_an_op" not in session.script.text
+
+    script.write_text(good.replace("65536", "1024"))  # the script's own shapes change too
+    assert session.reload() == []
+    assert session.shapes == RESIZE_SMALL and "concretize_resize_extents" in session.options.disable
+    assert session.bundled_shapes[0][0] == 1024 and not session.changed_on_disk()
+    result = session.run()
+    assert result.ok and result.artifacts.cache_reasons == ("first execution: nothing cached",)
+
+
+def test_reload_takes_the_scripts_new_shapes_when_the_user_kept_the_old_ones(tmp_path):
+    script = tmp_path / "repro.py"
+    script.write_text((session_module.resolve_script("transpose_add")).read_text())
+    session = Session.open(str(script))
+    script.write_text(script.read_text().replace("8192, 4096", "128, 64").replace("4096, 8192", "64, 128"))
+    assert session.reload() == [] and session.shapes == [(64, 128), (64, 128)]
+
+
+def test_reload_says_what_it_could_not_keep(tmp_path):
+    script = tmp_path / "repro.py"
+    script.write_text((session_module.resolve_script("transpose_add")).read_text())
+    session = Session.open(str(script))
+    old_name = session.definition
+    session.set_shapes([(8, 16), (8, 16)])
+    script.write_text(script.read_text().replace(old_name, "renamed_fusion"))
+    notes = session.reload()
+    assert notes == [f"{old_name} is no longer in the script: showing renamed_fusion"]
+    assert session.definition == "renamed_fusion" and session.shapes == [(8, 16), (8, 16)]
+
+
+def test_backend_problem_says_why_cuda_cannot_run_or_nothing():
+    assert session_module.backend_problem("reference") is None
+    problem = session_module.backend_problem("cuda")
+    try:
+        session_module.make_backend("cuda")
+    except FuserError as err:
+        assert problem == err.message and "NVIDIA GPU" in problem
+    else:
+        assert problem is None
+    assert "unknown backend 'tpu'" in session_module.backend_problem("tpu")
