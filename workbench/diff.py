@@ -26,7 +26,7 @@ from workbench.artifacts import Artifacts, Stage, stages
 _SCHEDULERS = "no_op|expr_eval|transpose|pointwise|reduction|inner_persistent|outer_persistent"
 _PARALLEL = r"S|blockIdx\.[xyz]|threadIdx\.[xyz]|deviceIdx\.[xyz]|streamIdx|V|UR|US|MMA|G|B"
 NAME_PATTERN = re.compile(
-    r"(?P<runtime>\bf\d+_c\d+_r\d+)"
+    r"(?P<runtime>(?<![A-Za-z0-9.])f\d+_c\d+_r\d+(?!\d))"
     rf"|(?P<id>(?<![\w.])[irbsnv?](?:{_PARALLEL})\d+(?=\{{))"
     r"|(?P<tensor>(?<![\w.])T\d+(?![\w.]))"
     r"|(?P<tensor_sfx>(?<![\w.])T\d+(?=_[lgst]\b|_[lgst]\[|_sym\b))"

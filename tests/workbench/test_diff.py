@@ -104,3 +104,11 @@ def test_two_compilations_of_the_same_fusion_are_the_same_though_their_pass_time
     assert [p.seconds for p in runs[0].passes] != [p.seconds for p in runs[1].passes]
     result = diff_artifacts(runs[0], runs[1])
     assert [s.label for s in result.changed] == []
+
+
+def test_a_runtime_name_inside_a_kernel_name_is_renamed_too():
+    old = "===== g0 pointwise: nvfuser_pointwise_f0_c1_r0_g0 =====\n  reference: 3\n"
+    new = "===== g0 pointwise: nvfuser_pointwise_f0_c2_r0_g0 =====\n  reference: 3\n"
+    assert diff_texts(old, new).same
+    changed = diff_texts(old, new.replace("reference: 3", "reference: 4"))
+    assert changed.changed_lines == 1 and "-  reference: 3" in changed.unified
