@@ -162,3 +162,35 @@ def test_plain_consoles_write_no_escape_codes(pow_run, color, monkeypatch):
     out = io.StringIO()
     make_console(out, color=True).print(ir_text("T0_g"))
     assert "\x1b[" in out.getvalue()
+
+
+def test_presched_groups_gives_each_line_of_the_math_its_segment(pow_run):
+    from workbench.render.tables import presched_groups
+
+    a = pow_run.artifacts
+    lines = a.presched.split("} // %kernel_math", 1)[0].splitlines()
+    owners = presched_groups(a.presched)
+    assert len(owners) == len(lines) + 1
+    for line, owner in zip(lines, owners, strict=False):
+        if "// g0 reduction" in line or line.lstrip().startswith("= reduction("):
+            assert owner == 0, line
+        elif "// g1 pointwise" in line or line.lstrip().startswith(("= pow(", ", double(3))")):
+            assert owner == 1, line
+        else:
+            assert owner is None, line
+
+
+def test_presched_ir_with_a_highlight_dims_the_other_groups(pow_run):
+    text = presched_ir(pow_run.artifacts.presched, highlight=1)
+    assert "dim" in style_of(text, "= reduction(") and "dim" not in style_of(text, "= pow(")
+    assert "bold" in style_of(text, "= pow(")
+    plain_default = presched_ir(pow_run.artifacts.presched).plain
+    assert text.plain == plain_default
+
+
+def test_merges_table_has_one_row_per_pair_with_its_category(pow_run):
+    from workbench.render.tables import merges_table
+
+    out = plain(merges_table(pow_run.artifacts))
+    assert out.count("g0 + g1") == 1 and "disjoint iteration domains" in out
+    assert "Scheduler _pointwise_" in out and "schedulers' rejections" in out

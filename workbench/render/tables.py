@@ -25,12 +25,31 @@ def note(text: str) -> Text:
     return Text(text, style="note")
 
 
-def presched_ir(presched: str) -> Text:
-    """The pre-scheduled IR (without its legend), each expression in its segment's colour."""
+def presched_groups(presched: str) -> list[int | None]:
+    """The segment of each line of the pre-scheduled IR's math (None where a line names
+    none): the marker is on an expression's first line, and its indented continuation
+    lines belong to the same group."""
+    ir_part = presched.split("} // %kernel_math", 1)[0] + "} // %kernel_math"
+    owners: list[int | None] = []
+    owner: int | None = None
+    for line in ir_part.splitlines():
+        match = MARKER.search(line)
+        if match:
+            owner = int(match.group(1))
+        elif not line.startswith((" ", "\t")):
+            owner = None
+        owners.append(owner)
+    return owners
+
+
+def presched_ir(presched: str, highlight: int | None = None) -> Text:
+    """The pre-scheduled IR (without its legend), each expression in its segment's colour;
+    with `highlight`, that group's expressions stand out and the others are dimmed."""
     ir_part = presched.split("} // %kernel_math", 1)[0] + "} // %kernel_math\n"
+    owners = presched_groups(presched)
     text = Text()
     color: str | None = None
-    for line in ir_part.splitlines(keepends=True):
+    for index, line in enumerate(ir_part.splitlines(keepends=True)):
         match = MARKER.search(line.rstrip("\n"))
         if match:
             color = group_color(int(match.group(1)))
@@ -40,6 +59,9 @@ def presched_ir(presched: str) -> Text:
         IR_HIGHLIGHTER.highlight(piece)
         if color is not None and match:
             piece.stylize(f"bold reverse {color}", match.start(), match.end())
+        owner = owners[index] if index < len(owners) else None
+        if highlight is not None and owner is not None:
+            piece.stylize("bold" if owner == highlight else "dim")
         text.append_text(piece)
         if line.endswith("\n"):
             text.append("\n")
@@ -73,6 +95,33 @@ def whole_fusion_note(a: Artifacts) -> RenderableType:
     if intermediates:
         parts.append(Text("intermediates in global memory: " + ", ".join(intermediates)))
     return Group(*parts)
+
+
+def merges_table(a: Artifacts) -> RenderableType:
+    """Every pair of neighbouring segments the segmenter kept apart: the category of the
+    reason, its summary, and each scheduler's rejection of the merged pair."""
+    if not a.reasons:
+        return note("no rejected merges: no two segments were neighbours")
+    table = Table(title="Rejected merges", title_justify="left")
+    for column in ("groups", "category", "why", "schedulers' rejections"):
+        table.add_column(column)
+    seen: set[frozenset[int]] = set()
+    for r in a.reasons:
+        pair = frozenset((r.first, r.second))
+        if pair in seen:
+            continue  # a pair recorded from both sides is one row
+        seen.add(pair)
+        table.add_row(
+            Text.assemble(
+                (f"g{r.first}", f"bold {group_color(r.first)}"),
+                " + ",
+                (f"g{r.second}", f"bold {group_color(r.second)}"),
+            ),
+            Text(r.category, style="bold yellow"),
+            r.summary,
+            ir_text("\n".join(r.rejections)) if r.rejections else "-",
+        )
+    return table
 
 
 def segments_table(a: Artifacts) -> Table:
