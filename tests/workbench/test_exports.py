@@ -153,3 +153,32 @@ def test_the_json_report_holds_the_same_stages_as_data(pow_run):
     assert [k["name"] for k in data["artifacts"]["kernels"]] == [k.name for k in pow_run.artifacts.kernels]
     assert data["notes"]["launches"].startswith("reference backend: nothing launched")
     assert data["error"] is None
+
+
+def test_exports_name_the_run_and_say_where_they_wrote(tmp_path, pow_run):
+    from workbench.exports import export_dumps, export_graph, export_name, export_report
+
+    script = "sample_fusions/issue785_reduction_pow.py"
+    stem = f"issue785_reduction_pow.{pow_run.settings.definition}.run1"
+    assert export_name(script, pow_run, "dot") == f"{stem}.dot"
+    assert export_graph(pow_run, script, tmp_path) == [tmp_path / f"{stem}.dot"]
+    assert "cluster_g1" in (tmp_path / f"{stem}.dot").read_text()
+    report = export_report(pow_run, script, tmp_path, as_json=True)
+    assert report == tmp_path / f"{stem}.json" and json.loads(report.read_text())["run"] == 0
+    dumps = export_dumps(pow_run, script, tmp_path).read_text()
+    assert dumps.startswith("== issue785_reduction_pow.py :: ") and "// g1 pointwise" in dumps
+    assert "\x1b[" not in dumps  # plain text
+    with pytest.raises(FuserError, match="no graph format 'gif'"):
+        export_graph(pow_run, script, tmp_path, "gif")
+
+
+def test_a_failed_run_exports_its_report_but_no_graph(tmp_path):
+    from workbench.exports import export_graph, export_report
+
+    session = Session.open("softmax")
+    session.set_shapes([(2, 4, 8, 64)])
+    failed = session.run()
+    assert not failed.ok
+    with pytest.raises(FuserError, match="no segment graph to export: run 1 failed"):
+        export_graph(failed, session.path, tmp_path)
+    assert "softmax.py:22" in export_report(failed, session.path, tmp_path).read_text()

@@ -1,0 +1,71 @@
+"""Files made from one run of a session: the segment graph, the HTML or JSON report and
+every dump as plain text. The CLI and the TUI both write through here; each function
+returns the paths it wrote, so the caller can say where they are.
+
+Names say what was run: `<script>.<definition>.run<N>.<kind>` in the chosen directory.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from fuser_core import FuserError
+from workbench.artifacts import Artifacts
+from workbench.graph import write_graph
+from workbench.render import make_console, render_run
+from workbench.report import html_report, json_report
+from workbench.session import RunResult
+
+GRAPH_FORMATS = ("dot", "svg", "png")
+
+
+def export_name(script: str, result: RunResult, kind: str) -> str:
+    """`softmax.nvfuser_fusion_id4.run2.dot` for run index 1 (runs count from 1 here)."""
+    return f"{Path(script).stem}.{result.settings.definition}.run{result.index + 1}.{kind}"
+
+
+def _artifacts(result: RunResult, what: str) -> Artifacts:
+    if result.artifacts is None:
+        why = result.error.message if result.error is not None else "it has not finished"
+        raise FuserError(f"no {what} to export: run {result.index + 1} failed ({why})")
+    return result.artifacts
+
+
+def export_graph(result: RunResult, script: str, directory: Path, fmt: str = "dot") -> list[Path]:
+    """The segment graph as DOT (SVG/PNG also need Graphviz's `dot`; the DOT file is
+    written either way)."""
+    if fmt not in GRAPH_FORMATS:
+        raise FuserError(f"no graph format {fmt!r}; use one of {', '.join(GRAPH_FORMATS)}")
+    a = _artifacts(result, "segment graph")
+    title = f"{Path(script).name} :: {result.settings.definition} ({a.runtime})"
+    return write_graph(a, directory / export_name(script, result, fmt), title)
+
+
+def write_report(result: RunResult, script: str, output: Path, as_json: bool = False) -> Path:
+    """Every stage of the run in one HTML file, or as JSON data. A failed run is
+    reported too: its error is what a bug report needs."""
+    name = Path(script).name
+    if as_json:
+        output.write_text(json.dumps(json_report(name, result), indent=1, default=str), encoding="utf-8")
+    else:
+        output.write_text(html_report(name, result), encoding="utf-8")
+    return output
+
+
+def export_report(result: RunResult, script: str, directory: Path, as_json: bool = False) -> Path:
+    kind = "json" if as_json else "html"
+    return write_report(result, script, directory / export_name(script, result, kind), as_json)
+
+
+def export_dumps(result: RunResult, script: str, directory: Path) -> Path:
+    """Every stage of the run as plain text, as `fuser-wb dump --dump ...` prints them."""
+    a = _artifacts(result, "dumps")
+    out = io.StringIO()
+    console = make_console(out, color=False, width=160)
+    console.print(f"== {Path(script).name} :: {result.settings.definition}\nsettings: {result.settings.describe()}")
+    console.print(render_run(a))
+    path = directory / export_name(script, result, "dumps.txt")
+    path.write_text(out.getvalue(), encoding="utf-8")
+    return path
