@@ -1,2 +1,3 @@
-"""The workbench on top of fuser_core: CLI dumps now; rich rendering, graphviz export and
-the Textual TUI come next. It uses only fuser_core's public API."""
+"""The workbench on top of fuser_core: the session model, stage diffs, rich renderers,
+exports, the `fuser-wb` command line and the Textual TUI. It uses only fuser_core's
+public API."""

@@ -1,7 +1,9 @@
 """`fuser-wb`: the workbench's command line.
 
-    fuser-wb [FILE]                  open a repro script (the TUI is not built yet:
-                                     for now this prints its IR, as `dump` does)
+    fuser-wb [FILE]                  open a repro script in the TUI (default: a bundled
+                                     sample); when stdout is not a terminal, print
+                                     its IR instead, as `dump` does
+    fuser-wb tui [FILE]              the TUI, also with run options (--shapes ...)
     fuser-wb dump FILE               print each definition's IR and input specs
     fuser-wb dump FILE --dump NAMES  run each definition and print the named dumps,
                                      rich-rendered (plain text when not a terminal)
@@ -23,7 +25,6 @@ Exit status is 0 when everything loaded (and ran), 1 with a one-line error other
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -36,11 +37,11 @@ from rich.text import Text
 
 from fuser_core import DumpOption, FuserError, LoadedDefinition, dump_sink, load_repro, use_options
 from workbench.diff import diff_artifacts
+from workbench.exports import write_report
 from workbench.graph import write_graph
 from workbench.metrics import rows, write_csv
 from workbench.render import make_console, render_dump
 from workbench.render.diffs import render_run_diff
-from workbench.report import html_report, json_report
 from workbench.samples import SAMPLES_DIR, resolve_script
 from workbench.session import (
     BACKENDS,
@@ -56,9 +57,11 @@ from workbench.session import (
     parse_shape,
     split_names,
 )
+from workbench.tui import Launch, WorkbenchApp
 
 __all__ = ["DEFAULT_MAX_INPUT_BYTES", "SAMPLES_DIR", "main", "resolve_script"]
-COMMANDS = ("dump", "diff", "graph", "metrics", "report", "samples")
+COMMANDS = ("tui", "dump", "diff", "graph", "metrics", "report", "samples")
+DEFAULT_SAMPLE = "issue785_reduction_pow"
 
 
 def parse_bytes(text: str) -> int:
@@ -234,12 +237,28 @@ def report(args: argparse.Namespace, out: TextIO) -> int:
         path = resolve_script(args.file)
         session = next(_sessions(args, path))
         result = session.run()  # a failed run is reported too: that is what a bug report needs
-        output = Path(args.output)
-        if args.json:
-            output.write_text(json.dumps(json_report(path.name, result), indent=1, default=str), encoding="utf-8")
-        else:
-            output.write_text(html_report(path.name, result), encoding="utf-8")
+        output = write_report(result, str(path), Path(args.output), args.json)
         out.write(f"wrote {output}" + (f" (the run failed: {result.error.message})" if result.error else "") + "\n")
+    return 0
+
+
+def tui(args: argparse.Namespace, out: TextIO) -> int:
+    """Open the TUI; the script and the settings are checked inside it, where an error
+    is shown in place."""
+    settings = _settings_args(args)
+    launch = Launch(
+        script=args.file,
+        definition=args.definition,
+        shapes=settings.shapes,
+        scalars=settings.scalars,
+        options=_options(args),
+        seed=args.seed,
+        max_input_bytes=args.max_input_bytes,
+        export_dir=Path(args.export_dir),
+    )
+    with _command_options(args):  # an unknown option name is refused before the screen opens
+        pass
+    WorkbenchApp(launch).run()
     return 0
 
 
@@ -287,6 +306,10 @@ def _add_color(cmd: argparse.ArgumentParser) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fuser-wb", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command")
+    tui_cmd = sub.add_parser("tui", help="the interactive workbench (what `fuser-wb FILE` opens in a terminal)")
+    tui_cmd.add_argument("file", nargs="?", default=DEFAULT_SAMPLE)
+    tui_cmd.add_argument("--export-dir", default=".", help="where exports from the TUI are written (default: here)")
+    _add_run_options(tui_cmd)
     dump_cmd = sub.add_parser("dump", help="print a script's fusions, or run them with dumps")
     dump_cmd.add_argument("file")
     dump_cmd.add_argument("--dump", default="", help="comma-separated dump names: " + ", ".join(DumpOption.__members__))
@@ -315,16 +338,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-HANDLERS = {"dump": dump, "diff": diff, "graph": graph, "metrics": metrics, "report": report}
+HANDLERS = {"tui": tui, "dump": dump, "diff": diff, "graph": graph, "metrics": metrics, "report": report}
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out if out is not None else sys.stdout
     args_list = list(sys.argv[1:] if argv is None else argv)
+    # `fuser-wb [FILE]`: the TUI in a terminal; printed text for scripts, pipes and CI.
+    default = "tui" if _interactive(out) else "dump"
     if args_list and args_list[0] not in (*COMMANDS, "-h", "--help"):
-        args_list = ["dump", *args_list]  # `fuser-wb FILE`: the TUI's place, printing for now
+        args_list = [default, *args_list]
     if not args_list:
-        args_list = ["dump", "issue785_reduction_pow"]
+        args_list = [default, DEFAULT_SAMPLE]
     args = _parser().parse_args(args_list)
     try:
         if args.command == "samples":
@@ -338,6 +363,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             raise
         sys.stderr.write(f"fuser-wb: internal error, please report it: {type(err).__name__}: {err}\n")
         return 1
+
+
+def _interactive(out: TextIO) -> bool:
+    return out is sys.stdout and sys.stdout.isatty() and sys.stdin.isatty()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,64 @@
+"""Snapshots of the main tabs at a fixed terminal size (pytest-textual-snapshot). Each
+waits for the app's worker before the screen is taken; no sleeps. The screens hold no
+times and no machine-specific text (the reason cuda cannot run is fixed here).
+
+Update them after a deliberate change with `pytest tests/workbench/test_tui_snapshots.py
+--snapshot-update`, and look at the new SVGs before committing them."""
+
+from __future__ import annotations
+
+import pytest
+from tui_helpers import NO_GPU, POW_SMALL, RESIZE, RESIZE_SMALL, SIZE, make_app, settle, type_into
+
+from workbench.tui import app as app_module
+
+
+@pytest.fixture(autouse=True)
+def fixed_cuda_reason(monkeypatch):
+    monkeypatch.setattr(app_module, "backend_problem", lambda name, model=None: NO_GPU)
+
+
+def on_tab(tab: str):
+    async def run_before(pilot):
+        await settle(pilot)
+        pilot.app.action_tab(tab)
+        await pilot.pause()
+
+    return run_before
+
+
+@pytest.mark.parametrize("tab", ["ir", "segments", "transforms", "cuda"])
+def test_reduction_pow_tabs(snap_compare, tab):
+    assert snap_compare(
+        make_app("issue785_reduction_pow", shapes=POW_SMALL), terminal_size=SIZE, run_before=on_tab(tab)
+    )
+
+
+def test_resize_concretization_tab(snap_compare):
+    app = make_app(RESIZE, shapes=RESIZE_SMALL)
+    assert snap_compare(app, terminal_size=SIZE, run_before=on_tab("concretization"))
+
+
+def test_resize_diff_tab_after_toggling_concretize_resize_extents(snap_compare):
+    async def run_before(pilot):
+        await settle(pilot)
+        await pilot.click("#opt-concretize_resize_extents")
+        pilot.app.query_one("#ir-view").focus()
+        await pilot.press("r")
+        await settle(pilot)
+        pilot.app.action_tab("diff")
+        await pilot.pause()
+
+    assert snap_compare(make_app(RESIZE, shapes=RESIZE_SMALL), terminal_size=SIZE, run_before=run_before)
+
+
+def test_a_failed_run_shown_in_place(snap_compare):
+    async def run_before(pilot):
+        await settle(pilot)
+        await type_into(pilot, "shape-0", "2x4x8x64")
+        await pilot.press("enter")
+        await settle(pilot)
+        pilot.app.query_one("#ir-view").focus()
+        await pilot.pause()
+
+    assert snap_compare(make_app("softmax", shapes=((2, 4, 8, 1024),)), terminal_size=SIZE, run_before=run_before)

@@ -1,0 +1,84 @@
+"""The modal screens: F1 help (every binding, read from the widgets that define them)
+and the open-file prompt."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from workbench.samples import sample_paths
+
+GUIDE = (
+    "Edit shapes, scalars and options in the sidebar, then press r: the run happens in the background and every "
+    "tab fills in. The Diff tab compares each stage with the previous run. ctrl+p holds every action (toggle an "
+    "option, export the graph, a report or the dumps, open a file or a sample). Select a group in the IR tab's "
+    "legend to highlight its expressions and jump to its transforms, scheduled IR, kernel IR or CUDA."
+)
+
+
+def _key(binding: BindingType) -> tuple[str, str]:
+    if isinstance(binding, Binding):
+        return binding.key_display or binding.key, binding.description or binding.action
+    key, action = binding[0], binding[1]
+    return key, binding[2] if len(binding) > 2 else action  # type: ignore[misc]
+
+
+def bindings_table(sections: Iterable[tuple[str, Iterable[BindingType]]]) -> Table:
+    table = Table(box=None, padding=(0, 2), show_header=False)
+    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column()
+    for title, bindings in sections:
+        table.add_row(Text(title, style="bold underline"), "")
+        for binding in bindings:
+            key, description = _key(binding)
+            table.add_row(key.replace("comma", ",").replace("slash", "/"), description)
+        table.add_row("", "")
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [  # noqa: RUF012 (Textual's own API)
+        Binding("escape,f1,q", "dismiss", "close help"),
+    ]
+
+    def __init__(self, sections: list[tuple[str, list[BindingType]]]) -> None:
+        super().__init__()
+        self.sections = sections
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help"):
+            yield Static(Text("Fuser Workbench: keys", style="bold"))
+            yield Static(GUIDE, classes="note")
+            yield Static(bindings_table(self.sections), id="help-keys")
+            yield Static("escape closes this help", classes="note")
+
+
+class OpenScreen(ModalScreen[str | None]):
+    """A path to open, or one of the bundled samples."""
+
+    BINDINGS = [Binding("escape", "dismiss_none", "cancel")]  # noqa: RUF012
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="open"):
+            yield Label("Open a repro script: type a path and press enter, or pick a bundled sample")
+            yield Input(placeholder="path/to/repro.py", id="open-path")
+            yield OptionList(*(Option(p.stem, id=p.stem) for p in sample_paths()), id="open-samples")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.dismiss(event.value.strip() or None)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.dismiss(event.option.id)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
