@@ -86,9 +86,9 @@ class Opened(Message):
 
 
 class OpenFailed(Message):
-    def __init__(self, script: str, message: str) -> None:
+    def __init__(self, script: str, message: str, location: str = "", line: str = "") -> None:
         super().__init__()
-        self.script, self.message = script, message
+        self.script, self.message, self.location, self.line = script, message, location, line
 
 
 class RunProgress(Message):
@@ -230,7 +230,7 @@ class WorkbenchApp(App[None]):
         try:
             session = Session.open(script, launch.definition if launch else None)
         except FuserError as err:
-            self.post_message(OpenFailed(script, err.one_line()))
+            self.post_message(OpenFailed(script, *_where(err)))
             return
         notes = _apply_launch(session, launch) if launch else []
         self.post_message(Opened(session, notes, backend_problem("cuda")))
@@ -259,7 +259,7 @@ class WorkbenchApp(App[None]):
 
     def on_open_failed(self, message: OpenFailed) -> None:
         self.busy = None
-        self._error(f"cannot open {message.script}", message.message)
+        self._error(f"cannot open {message.script}", message.message, message.location, message.line)
         self._log_line(Text(f"error: cannot open {message.script}: {message.message}", style="bold red"))
         self._status(f"cannot open {message.script}: press ctrl+o to open another, r to try again")
         self._refresh_all()
@@ -287,7 +287,7 @@ class WorkbenchApp(App[None]):
         try:
             notes = session.reload()
         except FuserError as err:
-            self._error("the script no longer loads (your settings are kept; fix it and press r)", err.one_line())
+            self._error("the script no longer loads (your settings are kept; fix it and press r)", *_where(err))
             self._log_line(Text(f"error: reloading {session.path}: {err.one_line()}", style="bold red"))
             return False
         self._log_line(Text(f"reloaded {session.path}: it changed on disk", style="bold"))
@@ -763,6 +763,14 @@ class WorkbenchApp(App[None]):
 
     def _log_line(self, line: Text) -> None:
         self.query_one("#log-view", TextView).append(line)
+
+
+def _where(err: FuserError) -> tuple[str, str, str]:
+    """An error's message, and where in the script it arose with that line's text."""
+    location = err.location
+    if location is None:
+        return err.one_line(), "", ""
+    return err.one_line(), str(location), location.line
 
 
 def _untabbed(bindings: Iterable[BindingType]) -> list[BindingType]:
