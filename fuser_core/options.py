@@ -49,10 +49,14 @@ class DumpOption(enum.Enum):
 
 class EnableOption(enum.Enum):
     kernel_profile = "time every kernel launch with CUDA events (synchronizes after each kernel)"
+    int64_index = "index every kernel with 64-bit integers, even where 32 bits would do"
 
 
 class DisableOption(enum.Enum):
     concretize_resize_extents = "keep pad/slice/cat extents symbolic; concretize only their IterType (nvFuser PR #2835)"
+    allocation_order_inference = "skip the pass that proposes allocation-order hints (users' stride_order still holds)"
+    vectorization = "schedule every global access element by element (vector width 1)"
+    segmentation = "refuse a fusion that does not fit one kernel instead of cutting it, naming each scheduler's reason"
 
 
 # Device models the schedulers can size heuristics for instead of the GPU's own

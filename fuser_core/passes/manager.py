@@ -64,12 +64,19 @@ class PassRecord:
     seconds: float
     changed: bool
     ir_after: str | None
+    skipped: bool = False  # turned off by an option
 
 
-def run_presegmentation_passes(fusion: Fusion, *, record_ir: bool = True) -> list[PassRecord]:
-    """Run every pass in order on `fusion` (in place) and record each."""
+def run_presegmentation_passes(
+    fusion: Fusion, *, record_ir: bool = True, skip: frozenset[str] = frozenset()
+) -> list[PassRecord]:
+    """Run every pass in order on `fusion` (in place) and record each; those in `skip`
+    are recorded as skipped."""
     records = []
     for name, function, _why in PRESEGMENTATION_PASSES:
+        if name in skip:
+            records.append(PassRecord(name, 0.0, False, print_math(fusion) if record_ir else None, skipped=True))
+            continue
         start = time.perf_counter()
         changed = function(fusion)
         seconds = time.perf_counter() - start

@@ -19,7 +19,10 @@ from fuser_core.segmenter.printer import (
 def _preseg(runtime: FusionKernelRuntime) -> str:
     passes = runtime.compiled.passes
     text = "".join(
-        f"  {r.name}: {'changed' if r.changed else 'no change'} ({r.seconds * 1e3:.3f} ms)\n" for r in passes
+        f"  {r.name}: skipped (disabled)\n"
+        if r.skipped
+        else f"  {r.name}: {'changed' if r.changed else 'no change'} ({r.seconds * 1e3:.3f} ms)\n"
+        for r in passes
     )
     last = passes[-1].ir_after if passes and passes[-1].ir_after else ""
     return "Pre-segmentation passes:\n" + text + "Fusion IR after pre-segmentation passes:\n" + last

@@ -34,7 +34,13 @@ from fuser_core.runtime.arguments import TensorArg, bind_args, convert_inputs
 from fuser_core.runtime.artifacts import LaunchRecord
 from fuser_core.runtime.dumps import emit_runtime_dumps, print_launches
 from fuser_core.runtime.fast_path import input_key
-from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend, compile_fusion
+from fuser_core.runtime.kernel_runtime import (
+    Backend,
+    CompileFlags,
+    FusionKernelRuntime,
+    ReferenceBackend,
+    compile_fusion,
+)
 from fuser_core.runtime.signature import InputSignature
 from fuser_core.scheduler.device import select_device
 
@@ -227,12 +233,15 @@ class FusionExecutorCache:
         resize_extents = not opts.is_disabled(DisableOption.concretize_resize_extents)
         ev = bind_args(self.fusion, args, values=False)
         signature = InputSignature.of(args, self._scalar_dtypes)
+        flags = CompileFlags.of(opts)
+        if flags.int64_index and signature.index_type != "int64":
+            signature = dataclasses.replace(signature, index_type="int64")
         values = tuple(
             (self._leaf_labels.get(id(leaf), str(leaf)), ev.evaluate(leaf)) for leaf in self._leaves[resize_extents]
         )
         empties = tuple(ev.evaluate(s.extent) == 0 for s in self.initial_info.maybe_empty)
         sizes = tuple(a.shape for a in args if isinstance(a, TensorArg))
-        input_key = (signature, values, empties, resize_extents, sizes, opts.device_model, opts.backend)
+        input_key = (signature, values, empties, resize_extents, sizes, opts.device_model, opts.backend, flags)
         runtime = self._by_input_key.get(input_key)
         if runtime is not None:
             self._by_input_key.move_to_end(input_key)
@@ -263,7 +272,10 @@ class FusionExecutorCache:
         same_signature = [
             r
             for r in entry.runtimes
-            if r.accepts(signature) and r.compiled.device == device and r.backend_name == backend.name
+            if r.accepts(signature)
+            and r.compiled.device == device
+            and r.backend_name == backend.name
+            and r.flags == CompileFlags.of(opts)
         ]
         refusals: list[str] = []
         for candidate in same_signature:
@@ -274,7 +286,8 @@ class FusionExecutorCache:
         reasons = refusals[-1:] or ["no runtime for this input signature"]
         if entry.runtimes and not refusals:  # none when building the first one failed
             nearest = min(entry.runtimes[-REASON_CANDIDATES:], key=lambda r: len(signature.diff(r.signature)))
-            reasons = signature.diff(nearest.signature) or reasons
+            # Same signature but other options, device or backend: the input key says which.
+            reasons = signature.diff(nearest.signature) or key_reasons or reasons
         runtime = self._new_runtime(entry, signature, args, opts)
         return runtime, CacheEvent(False, LEVELS[2], runtime.name, tuple(reasons))
 
@@ -313,7 +326,8 @@ class FusionExecutorCache:
         self, entry: _ConcretizationEntry, signature: InputSignature, args: list[Any], opts: Options
     ) -> FusionKernelRuntime:
         device = select_device(opts.device_model)
-        compiled = compile_fusion(entry.fusion, args, device, signature.index_type)
+        flags = CompileFlags.of(opts)
+        compiled = compile_fusion(entry.fusion, args, device, signature.index_type, flags)
         backend = self._backend_for(opts)
         name = f"f{self.fusion_id}_c{entry.id}_r{len(entry.runtimes)}"
         runtime = FusionKernelRuntime(
@@ -326,6 +340,7 @@ class FusionExecutorCache:
             compiled,
             backend.compile(compiled.segmented, signature, name),
             backend.name,
+            flags,
         )
         entry.runtimes.append(runtime)
         emit_runtime_dumps(opts, runtime)
@@ -333,7 +348,7 @@ class FusionExecutorCache:
 
 
 def _input_key_diff(new: tuple[Any, ...], old: tuple[Any, ...]) -> list[str]:
-    signature, values, empties, resize_extents, sizes, device_model, backend = new
+    signature, values, empties, resize_extents, sizes, device_model, backend, flags = new
     found = signature.diff(old[0])
     found += [
         f"{label} {before} -> {now}" for (label, now), (_, before) in zip(values, old[1], strict=False) if now != before
@@ -349,6 +364,17 @@ def _input_key_diff(new: tuple[Any, ...], old: tuple[Any, ...]) -> list[str]:
     ]
     if device_model != old[5]:
         found.append(f"device model {old[5] or 'of the GPU'} -> {device_model or 'of the GPU'}")
+    if flags != old[7]:
+        found += [
+            f"{name} {'on' if now else 'off'}"
+            for name, now, before in zip(
+                ("allocation-order inference", "vectorization", "segmentation", "int64 indexing"),
+                dataclasses.astuple(flags),
+                dataclasses.astuple(old[7]),
+                strict=True,
+            )
+            if now != before
+        ]
     if backend != old[6]:
         found.append(f"backend {old[6] or 'automatic'} -> {backend or 'automatic'}")
     return found

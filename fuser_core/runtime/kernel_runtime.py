@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from fuser_core.dynamic.concretization_info import ConcretizationInfo
 from fuser_core.ir.fusion import Fusion
+from fuser_core.options import DisableOption, EnableOption, Options
 from fuser_core.passes import PassRecord, run_presegmentation_passes
 from fuser_core.runtime.arguments import bind_args
 from fuser_core.runtime.artifacts import KernelArtifact, LaunchRecord
@@ -67,13 +68,37 @@ class CompiledFusion:
     sizes: dict[int, tuple[int, ...]]  # every tensor's extents at the sizes it was built for, by name
 
 
+@dataclass(frozen=True)
+class CompileFlags:
+    """The options that change what the compile half makes (and so the cache key)."""
+
+    infer_allocation_order: bool = True
+    vectorize: bool = True
+    segment: bool = True
+    int64_index: bool = False
+
+    @staticmethod
+    def of(opts: Options) -> CompileFlags:
+        return CompileFlags(
+            not opts.is_disabled(DisableOption.allocation_order_inference),
+            not opts.is_disabled(DisableOption.vectorization),
+            not opts.is_disabled(DisableOption.segmentation),
+            opts.is_enabled(EnableOption.int64_index),
+        )
+
+
 def compile_fusion(
-    concretized: Fusion, args: Sequence[Any], device: DeviceProperties, index_type: str
+    concretized: Fusion,
+    args: Sequence[Any],
+    device: DeviceProperties,
+    index_type: str,
+    flags: CompileFlags = CompileFlags(),  # frozen, so one shared default is safe
 ) -> CompiledFusion:
     fusion, _ = concretized.clone()
-    records = run_presegmentation_passes(fusion)
-    info = RuntimeInfo(bind_args(fusion, args, values=False), device, index_type)
-    segmented = segment(fusion, info)
+    skip = frozenset() if flags.infer_allocation_order else frozenset({"allocation_order_inference"})
+    records = run_presegmentation_passes(fusion, skip=skip)
+    info = RuntimeInfo(bind_args(fusion, args, values=False), device, index_type, vectorize=flags.vectorize)
+    segmented = segment(fusion, info, allow_segmentation=flags.segment)
     schedule_groups(segmented)
     return CompiledFusion(tuple(records), segmented, device, _tensor_sizes(fusion, info))
 
@@ -99,6 +124,7 @@ class FusionKernelRuntime:
     compiled: CompiledFusion
     executable: Executable
     backend_name: str = "reference"
+    flags: CompileFlags = field(default_factory=CompileFlags)
     _kernels: tuple[KernelArtifact, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -116,7 +142,12 @@ class FusionKernelRuntime:
         """Why this runtime cannot run these inputs (same signature, other sizes): a
         kernel's scheduler rejects them, or would choose other parameters; None if it can."""
         complete = self.segmented.complete
-        info = RuntimeInfo(bind_args(complete, args, values=False), self.compiled.device, self.signature.index_type)
+        info = RuntimeInfo(
+            bind_args(complete, args, values=False),
+            self.compiled.device,
+            self.signature.index_type,
+            vectorize=self.flags.vectorize,
+        )
         return self.segmented.refusal(info)
 
     @property

@@ -110,6 +110,8 @@ def position_of(tv: TensorView, kind: ParallelType) -> int | None:
 def vector_width(group: GroupView, info: RuntimeInfo, inner_extents: Sequence[int]) -> int:
     """The widest power of two whose accesses fit 16 bytes for every global tensor and
     divide every innermost contiguous extent."""
+    if not info.vectorize:
+        return 1
     widest = max((tv.dtype.itemsize for tv in [*group.inputs, *group.outputs]), default=4)
     width = max(1, MAX_VECTOR_BYTES // max(widest, 1))
     while width > 1 and any(e % width for e in inner_extents):

@@ -100,6 +100,7 @@ class RuntimeInfo:
     evaluator: ExpressionEvaluator
     device: DeviceProperties
     index_type: str = "int32"
+    vectorize: bool = True  # False: the vectorization option is disabled
     _cache: dict[int, int] = field(default_factory=dict)
 
     def extent(self, dim: IterDomain) -> int:

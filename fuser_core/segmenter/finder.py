@@ -65,6 +65,7 @@ class SegmentCandidateFinder:
         self.owner: dict[int, int] = {}  # id(expr) -> group key
         self._next_key = 0
         self._tried: dict[frozenset[int], tuple[Scheduler | None, list[Rejection]]] = {}
+        self.allow_segmentation = True
 
     # -- entry point --------------------------------------------------------------------
     def run(self) -> SegmentedFusion:
@@ -75,6 +76,13 @@ class SegmentCandidateFinder:
             group = self._new_group(self.exprs)
             group.verdict = (scheduler, rejections)
             return self._finish([group], ())
+        if not self.allow_segmentation:
+            reasons = "; ".join(r.line() for r in rejections)
+            raise FuserError(
+                "the fusion does not fit one kernel and segmentation is disabled"
+                + (f": {reasons}" if reasons else " (it has a segment_set hint)"),
+                op="segment",
+            )
         note = "segment_set hint in the fusion" if has_hint and scheduler is not None else ""
         self.attempts.append(
             MergeAttempt(
@@ -368,5 +376,8 @@ def _unschedulable(group: _Group) -> FuserError:
     )
 
 
-def segment(fusion: Fusion, info: RuntimeInfo) -> SegmentedFusion:
-    return SegmentCandidateFinder(fusion, info).run()
+def segment(fusion: Fusion, info: RuntimeInfo, allow_segmentation: bool = True) -> SegmentedFusion:
+    """Cut `fusion` into kernels; with `allow_segmentation` False, one kernel or a FuserError."""
+    finder = SegmentCandidateFinder(fusion, info)
+    finder.allow_segmentation = allow_segmentation
+    return finder.run()

@@ -202,3 +202,56 @@ def test_compile_summary_counts_kernels_only():
     assert report(warm).compile_summary() == "warm start: compiled nothing (1 kernels from the kernel cache)"
     cold = ("nvfuser_pointwise_f0_c1_r0_g0: compiled (0.021 s to compile)", host)
     assert report(cold).compile_summary() == "compiled 1 of 1 kernels"
+
+
+def _pointwise_fd():
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        t1 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.mul(fd.ops.exp(t0), t1))
+    return fd
+
+
+def test_compile_options_change_the_schedule_and_are_cache_keys():
+    fd = _pointwise_fd()
+    x = np.random.default_rng(0).standard_normal((64, 1024)).astype(np.float32)
+    with use_options(device_model="h100_sxm", backend="reference"):
+        fd.execute([x, x])
+        first = fd.executor_cache.last_runtime
+        fd.execute([x, x], _disable_options=["vectorization"])
+        scalar = fd.executor_cache.last_runtime
+        fd.execute([x, x], _enable_options=["int64_index"])
+        wide = fd.executor_cache.last_runtime
+    assert first.segmented.groups[0].params.vectorize == 4
+    assert scalar is not first and scalar.segmented.groups[0].params.vectorize == 1
+    events = fd.executor_cache.events
+    assert "vectorization off" in events[1].reasons
+    assert wide.signature.index_type == "int64" and events[2].reasons == ("index type int32 -> int64",)
+    assert "long long" in translation_unit_of(wide)
+
+
+def translation_unit_of(runtime):
+    from fuser_core.runtime.dumps import full_source
+
+    return full_source(runtime, 0)
+
+
+def test_allocation_order_inference_can_be_skipped_and_says_so():
+    fd = _pointwise_fd()
+    x = np.random.default_rng(1).standard_normal((8, 16)).astype(np.float32)
+    with use_options(backend="reference", disable=["allocation_order_inference"]):
+        runtime = fd.runtime_for([x, x])
+    (record,) = [r for r in runtime.compiled.passes if r.name == "allocation_order_inference"]
+    assert record.skipped and not record.changed
+
+
+def test_disabled_segmentation_refuses_a_fusion_that_needs_two_kernels():
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        s = fd.ops.sum(t0, dims=[0])
+        fd.add_output(fd.ops.add(fd.ops.sum(fd.ops.exp(t0), dims=[1]), fd.ops.sum(s, dims=[0])))
+    x = np.random.default_rng(2).standard_normal((8, 16)).astype(np.float32)
+    with use_options(backend="reference"):
+        assert len(fd.runtime_for([x]).segmented.groups) > 1
+        with pytest.raises(FuserError, match="does not fit one kernel and segmentation is disabled: "):
+            fd.execute([x], _disable_options=["segmentation"])
