@@ -152,6 +152,7 @@ class Artifacts:
     core_dumps: tuple[tuple[str, str], ...] = field(default=())
     index_type: str = ""  # "int32" or "int64": the signature's, from the inputs' sizes
     compiles: tuple[str, ...] = ()  # on a miss that built a runtime: what each kernel's compile did
+    kernel_refusals: tuple[tuple[int, str], ...] = ()  # (group id, why codegen made no kernel for it)
 
     @property
     def scheduled_math(self) -> str:
@@ -166,7 +167,13 @@ class Artifacts:
 
     @property
     def kernels_note(self) -> str:
-        return NO_KERNELS.format(backend=self.backend) if not self.kernels else ""
+        """Why there is no kernel to show: each group's reason from codegen."""
+        if self.kernels:
+            return ""
+        if not self.kernel_refusals:
+            return NO_KERNELS.format(backend=self.backend)
+        reasons = "; ".join(f"g{group} {reason}" for group, reason in self.kernel_refusals)
+        return f"no kernels generated yet: {reasons}"
 
     @property
     def launches_note(self) -> str:
@@ -221,6 +228,7 @@ def collect(
         whole_fusion_rejections=tuple(r.line() for r in segmented.whole_fusion_rejections),
         exprs=_exprs(segmented),
         kernels=tuple(runtime.kernels),
+        kernel_refusals=tuple(sorted(runtime.kernel_refusals.items())),
         launches=tuple(report.launches),
         wall_seconds=report.seconds,
         correctness=correctness,

@@ -8,12 +8,11 @@ import io
 from typing import Any
 
 from rich.console import Console
-from rich.rule import Rule
 from rich.text import Text
 
 from workbench.artifacts import stages
 from workbench.render import render_run
-from workbench.render.text import THEME
+from workbench.render.text import THEME, rule
 from workbench.session import RunResult
 
 
@@ -42,7 +41,7 @@ def html_report(source: str, result: RunResult) -> str:
     console = report_console()
     console.print(_header(source, result))
     if result.error is not None:
-        console.print(Rule(Text("error", style="bold"), align="left"))
+        console.print(rule("error"))
         console.print(Text(result.error.text(), style="error"))
     else:
         assert result.artifacts is not None

@@ -126,6 +126,7 @@ class FusionKernelRuntime:
     backend_name: str = "reference"
     flags: CompileFlags = field(default_factory=CompileFlags)
     _kernels: tuple[KernelArtifact, ...] | None = field(default=None, repr=False, compare=False)
+    _refusals: dict[int, str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -161,6 +162,15 @@ class FusionKernelRuntime:
 
             self._kernels = kernel_artifacts(self.segmented, self.name, self.signature.index_type, self.compiled.sizes)
         return self._kernels
+
+    @property
+    def kernel_refusals(self) -> dict[int, str]:
+        """Why each group without a generated kernel has none, by group id."""
+        from fuser_core.runtime.cuda_backend import lowered_groups
+
+        if self._refusals is None:
+            self._refusals = lowered_groups(self.segmented, self.name, self.signature.index_type)[1]
+        return dict(self._refusals)
 
     @property
     def launches(self) -> tuple[LaunchRecord, ...]:

@@ -194,3 +194,13 @@ def test_merges_table_has_one_row_per_pair_with_its_category(pow_run):
     out = plain(merges_table(pow_run.artifacts))
     assert out.count("g0 + g1") == 1 and "disjoint iteration domains" in out
     assert "Scheduler _pointwise_" in out and "schedulers' rejections" in out
+
+
+def test_the_kernel_views_give_each_groups_reason_from_codegen(pow_run):
+    a = pow_run.artifacts
+    assert a.kernel_refusals == ((0, "CUDA codegen part 2 will generate reduction groups"),)
+    assert [k.group_id for k in a.kernels] == [1]  # the pointwise group has its kernel
+    empty = replace(a, kernels=())
+    note = "no kernels generated yet: g0 CUDA codegen part 2 will generate reduction groups"
+    assert empty.kernels_note == note
+    assert plain(render_dump("cuda_kernel", empty)).startswith(note)

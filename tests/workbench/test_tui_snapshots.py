@@ -19,11 +19,19 @@ def fixed_cuda_reason(monkeypatch):
 
 
 async def still(pilot) -> None:
-    """A view that overflows gets its scrollbar on a second layout pass, which a loaded
-    machine may not have made after one pause: wait until the layout is still."""
-    for _ in range(5):
-        await pilot.pause()
+    """Until the screen stops changing: a view that overflows gets its scrollbar on a
+    second layout pass, and a table sizes its columns when the app is next idle, which
+    a loaded machine may not have reached after one pause."""
+    previous, same = None, 0
+    for _ in range(100):
+        await pilot.pause(0.02)  # real time, so idle-time work (column widths) happens
         await pilot.wait_for_scheduled_animations()
+        shot = pilot.app.export_screenshot()
+        same = same + 1 if shot == previous else 0
+        if same == 3:
+            return
+        previous = shot
+    raise AssertionError("the screen never stopped changing")
 
 
 def on_tab(tab: str):

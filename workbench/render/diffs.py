@@ -4,10 +4,10 @@ stage that changed, in the new run's names."""
 from __future__ import annotations
 
 from rich.console import Group, RenderableType
-from rich.rule import Rule
 from rich.text import Text
 
 from workbench.diff import RunDiff, TextDiff
+from workbench.render.text import rule
 from workbench.session import RunSettings
 
 
@@ -45,5 +45,5 @@ def render_run_diff(run_diff: RunDiff, a: RunSettings | None = None, b: RunSetti
     parts.append(summary_text(run_diff))
     for stage in run_diff.changed:
         assert stage.diff is not None
-        parts += [Rule(Text(stage.summary(), style="bold"), align="left"), diff_text(stage.diff)]
+        parts += [rule(stage.summary()), diff_text(stage.diff)]
     return Group(*parts)

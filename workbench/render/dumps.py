@@ -23,7 +23,7 @@ from workbench.render.tables import (
     transform_trees,
     whole_fusion_note,
 )
-from workbench.render.text import code_text, ir_text
+from workbench.render.text import code_text, ir_text, rule
 
 Renderer = Callable[[Artifacts], RenderableType]
 
@@ -129,9 +129,9 @@ def render_run(a: Artifacts) -> RenderableType:
         if stage.key in seen:
             continue
         seen.add(stage.key)
-        parts += [Rule(Text(stage.label, style="bold"), align="left"), render_dump(stage.key, a)]
+        parts += [rule(stage.label), render_dump(stage.key, a)]
     if not a.kernels:
-        parts += [Rule(Text("kernels", style="bold"), align="left"), note(a.kernels_note)]
-    parts += [Rule(Text("launches and timing", style="bold"), align="left"), launches_table(a)]
-    parts += [Rule(Text("correctness", style="bold"), align="left"), correctness_text(a)]
+        parts += [rule("kernels"), note(a.kernels_note)]
+    parts += [rule("launches and timing"), launches_table(a)]
+    parts += [rule("correctness"), correctness_text(a)]
     return Group(*parts)

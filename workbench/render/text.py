@@ -8,6 +8,8 @@ from typing import TextIO
 
 from rich.console import Console
 from rich.highlighter import RegexHighlighter
+from rich.markup import escape
+from rich.rule import Rule
 from rich.syntax import Syntax
 from rich.text import Text
 from rich.theme import Theme
@@ -93,3 +95,10 @@ def make_console(out: TextIO, color: bool | None = None, width: int | None = Non
         highlight=False,
         soft_wrap=True,
     )
+
+
+def rule(title: str) -> Rule:
+    """A bold left-aligned section rule. The title is given as markup, not a Text:
+    Rich's Rule truncates a Text title in place, so a renderable drawn once narrow would
+    keep its cut title when drawn again wider."""
+    return Rule(f"[bold]{escape(title)}[/bold]", align="left")

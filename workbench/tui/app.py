@@ -124,15 +124,28 @@ class Legend(DataTable[Any]):
             super().__init__()
             self.group, self.tab = group, tab
 
+    COLUMNS = ("group", "kernel", "inputs -> outputs", "not merged with")
+
     def on_mount(self) -> None:
         self.cursor_type = "row"
         self.zebra_stripes = True
-        self.add_columns("group", "kernel", "inputs -> outputs", "not merged with")
+        self.add_columns(*self.COLUMNS)
 
     def fill(self, rows: list[tuple[Text, str, str, str]], group_ids: list[int]) -> None:
-        self.clear()
+        # Columns are made again with the rows: a kept header can be drawn with the
+        # widths it had before the rows came (seen as a flaky snapshot).
+        self.clear(columns=True)
+        self.add_columns(*self.COLUMNS)
         for gid, row in zip(group_ids, rows, strict=True):
             self.add_row(*row, key=str(gid))
+        self.call_after_refresh(self._redraw)
+
+    def _redraw(self) -> None:
+        """Draw again once the column widths have settled (they are computed when the
+        table is next idle, after rows were drawn): DataTable keeps rendered lines
+        in caches that a plain refresh reuses."""
+        self._clear_caches()
+        self.refresh()
 
     def _cursor_group(self) -> int | None:
         if not self.row_count:

@@ -35,13 +35,14 @@ from workbench.render.tables import (
     transform_tree,
     whole_fusion_note,
 )
+from workbench.render.text import rule
 from workbench.session import REFERENCE, RunResult, RunSettings
 
 ALL = -1  # the group filter that shows every group
 
 
 def heading(text: str) -> Rule:
-    return Rule(Text(text, style="bold"), align="left")
+    return rule(text)
 
 
 def group_label(g: GroupArtifact) -> Text:

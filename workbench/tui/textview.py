@@ -112,6 +112,7 @@ class TextView(ScrollView, can_focus=True):
         self._matches: list[Match] = []
         self._current = -1
         self._by_line: dict[int, list[int]] = {}
+        self._rewrap_pending = False
 
     # -- content ---------------------------------------------------------------------------
     def show(self, renderable: RenderableType) -> None:
@@ -149,6 +150,11 @@ class TextView(ScrollView, can_focus=True):
         self.virtual_size = Size(max(widest, self._width), len(self._strips))
         self.refresh()
 
+    def _rewrap(self) -> None:
+        self._rewrap_pending = False
+        if self._render_width() != self._width:
+            self._rerender(keep_position=True)
+
     def on_resize(self, event: Resize) -> None:
         if self._render_width() != self._width and self._parts:
             self._rerender(keep_position=True)
@@ -158,6 +164,12 @@ class TextView(ScrollView, can_focus=True):
             self._rerender(keep_position=False)
 
     def render_line(self, y: int) -> Strip:
+        # The text was wrapped for another width than the view now has (it was shown
+        # before its tab was laid out, or a scrollbar came or went without a resize):
+        # wrap it again once this paint is done.
+        if self._parts and not self._rewrap_pending and self._render_width() != self._width:
+            self._rewrap_pending = True
+            self.call_after_refresh(self._rewrap)
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         width = self.scrollable_content_region.width
