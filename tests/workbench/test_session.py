@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from shrinkable import SHRINKABLE
 
 from fuser_core import FuserError, ReferenceBackend, print_presched
 from workbench import session as session_module
@@ -18,16 +19,6 @@ from workbench.session import RunOptions, Session, parse_settings_args, resized_
 RESIZE_SMALL = [(8, 3, 2, 5, 6), (8, 4, 4, 3, 5)]
 
 SAMPLES = sample_paths()
-# Samples whose definitions size only by their inputs: they run at a fraction of their size.
-SHRINKABLE = {
-    "dynamic_reshape",
-    "issue785_gelu_bias_bwd",
-    "issue785_reduction_pow",
-    "resize_pad_to_broadcast_dynamic",
-    "rope_issue2795",
-    "transpose_add",
-    "var_mean",
-}
 
 
 def shrunk(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from shrinkable import SHRINKABLE
 from textual.widgets import Input, Select, Switch
 from tui_helpers import (
     NO_GPU,
@@ -145,17 +146,6 @@ def test_a_bad_shape_is_marked_under_its_input_nothing_runs_and_a_failing_one_na
         assert "nvfuser_inner_persistent" in await show(pilot, "segments")  # run 1 still on show
 
     drive(app, steps)
-
-
-SHRINKABLE = {
-    "dynamic_reshape",
-    "issue785_gelu_bias_bwd",
-    "issue785_reduction_pow",
-    "resize_pad_to_broadcast_dynamic",
-    "rope_issue2795",
-    "transpose_add",
-    "var_mean",
-}
 
 
 def _shapes(path: Path):

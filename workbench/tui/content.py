@@ -8,7 +8,7 @@ nothing launched on the reference backend, no GPU), never nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rich.console import Group, RenderableType
@@ -202,26 +202,26 @@ def _no_kernel(g: GroupArtifact, a: Artifacts) -> Text:
     )
 
 
-def kernel_ir_view(a: Artifacts, group: int = ALL, cuda_problem: str | None = None) -> RenderableType:
+def _kernel_view(
+    a: Artifacts, group: int, cuda_problem: str | None, body: Callable[[KernelArtifact], RenderableType]
+) -> RenderableType:
+    """Per group: its header, then the kernel's facts and `body`, or why it has none."""
     parts: list[RenderableType] = []
     for g, k in _kernel_groups(a, group):
         parts.append(_group_header(g))
         if k is None:
             parts.append(_no_kernel(g, a))
             continue
-        parts += [kernel_facts(a, k, cuda_problem), ir_text(k.kernel_ir)]
+        parts += [kernel_facts(a, k, cuda_problem), body(k)]
     return Group(*parts)
+
+
+def kernel_ir_view(a: Artifacts, group: int = ALL, cuda_problem: str | None = None) -> RenderableType:
+    return _kernel_view(a, group, cuda_problem, lambda k: ir_text(k.kernel_ir))
 
 
 def cuda_view(a: Artifacts, group: int = ALL, cuda_problem: str | None = None) -> RenderableType:
-    parts: list[RenderableType] = []
-    for g, k in _kernel_groups(a, group):
-        parts.append(_group_header(g))
-        if k is None:
-            parts.append(_no_kernel(g, a))
-            continue
-        parts += [kernel_facts(a, k, cuda_problem), code_text(k.cuda)]
-    return Group(*parts)
+    return _kernel_view(a, group, cuda_problem, lambda k: code_text(k.cuda))
 
 
 # -- the run ---------------------------------------------------------------------------------
