@@ -16,6 +16,9 @@ if [ -n "${PROFILE:-}" ]; then
 fi
 if [ -n "${SANITIZE:-}" ]; then
   for s in $SANITIZE; do
-    compute-sanitizer --tool memcheck --print-limit 5 python benchmarks/run_sample.py $s --shrunk --runs 1 2>&1 | tail -3
+    for tool in memcheck racecheck; do
+      echo "$tool $s:"
+      compute-sanitizer --tool $tool --print-limit 5 python benchmarks/run_sample.py $s --shrunk --runs 1 2>&1 | tail -3
+    done
   done
 fi

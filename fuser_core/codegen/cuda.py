@@ -89,7 +89,9 @@ template <typename T> __device__ __forceinline__ T fuser_iremainder(T a, T b) {
   T r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
-template <typename T> __device__ __forceinline__ T ceilDiv(T a, T b) { return (a + b - 1) / b; }
+template <typename T, typename U> __device__ __forceinline__ auto ceilDiv(T a, U b) -> decltype(a + b) {
+  return (a + b - 1) / b;
+}
 template <typename T> __device__ __forceinline__ T fuser_ipow(T a, T b) {
   if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
   T r = 1;
@@ -117,6 +119,129 @@ template <typename T> __device__ __forceinline__ T gcd(T a, T b) {
 template <typename T> __device__ __forceinline__ bool isneginf(T x) { return isinf(x) && x < 0; }
 template <typename T> __device__ __forceinline__ bool isposinf(T x) { return isinf(x) && x > 0; }
 template <typename T> __device__ __forceinline__ bool isreal(T) { return true; }
+// ---- reductions ----
+template <typename T> __device__ __forceinline__ T fuser_shfl_xor(T v, int lane_mask) {
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+}
+__device__ __forceinline__ bool fuser_shfl_xor(bool v, int lane_mask) {
+  return __shfl_xor_sync(0xffffffffu, static_cast<int>(v), lane_mask) != 0;
+}
+
+// The position of this thread in its reduction group (threads along the reduced dims)
+// and the group's number among the block's groups.
+template <bool RX, bool RY, bool RZ>
+__device__ __forceinline__ void reductionGroup(unsigned& rank, unsigned& size, unsigned& group) {
+  size = (RX ? blockDim.x : 1) * (RY ? blockDim.y : 1) * (RZ ? blockDim.z : 1);
+  rank = ((RZ ? threadIdx.z : 0) * (RY ? blockDim.y : 1) + (RY ? threadIdx.y : 0)) * (RX ? blockDim.x : 1) +
+         (RX ? threadIdx.x : 0);
+  group = ((RZ ? 0 : threadIdx.z) * (RY ? 1 : blockDim.y) + (RY ? 0 : threadIdx.y)) * (RX ? 1 : blockDim.x) +
+          (RX ? 0 : threadIdx.x);
+}
+
+// Every thread of a group gets the group's result (an allreduce). `scratch` holds one
+// element per thread of the block; every thread of the block must call it.
+template <bool RX, bool RY, bool RZ, typename T, typename Op>
+__device__ __forceinline__ T blockReduce(T value, T* scratch, Op op) {
+  if (RX && !RY && !RZ && (blockDim.x & 31) == 0) {
+    // Warps lie inside one group: shuffle within warps, then combine the warps' results.
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) value = op(value, fuser_shfl_xor(value, offset));
+    if (blockDim.x == 32) return value;
+    const unsigned warps = blockDim.x >> 5;
+    const unsigned base = threadIdx.y * warps + threadIdx.z * blockDim.y * warps;
+    __syncthreads();  // the previous reduction's readers are done with scratch
+    if ((threadIdx.x & 31) == 0) scratch[base + (threadIdx.x >> 5)] = value;
+    __syncthreads();
+    T result = scratch[base];
+    for (unsigned w = 1; w < warps; ++w) result = op(result, scratch[base + w]);
+    return result;
+  }
+  unsigned rank, size, group;
+  reductionGroup<RX, RY, RZ>(rank, size, group);
+  T* mine = scratch + group * size;
+  __syncthreads();
+  mine[rank] = value;
+  __syncthreads();
+  unsigned half = 1;
+  while (half * 2 <= size) half *= 2;
+  if (rank + half < size) mine[rank] = op(mine[rank], mine[rank + half]);
+  __syncthreads();
+  for (unsigned stride = half / 2; stride > 0; stride >>= 1) {
+    if (rank < stride) mine[rank] = op(mine[rank], mine[rank + stride]);
+    __syncthreads();
+  }
+  return mine[0];
+}
+
+// Chan's combination of two partial (avg, M2, N) triples into the first.
+template <typename T, typename N>
+__device__ __forceinline__ void welfordCombine(T& avg, T& m2, N& n, T avg_b, T m2_b, N n_b) {
+  if (n_b == 0) return;
+  if (n == 0) { avg = avg_b; m2 = m2_b; n = n_b; return; }
+  const N total = n + n_b;
+  const T delta = avg_b - avg;
+  const T weight = static_cast<T>(n_b) / static_cast<T>(total);
+  avg += delta * weight;
+  m2 += m2_b + delta * delta * static_cast<T>(n) * weight;
+  n = total;
+}
+
+template <bool RX, bool RY, bool RZ, typename T, typename N>
+__device__ __forceinline__ void blockWelford(T& avg, T& m2, N& n, T* s_avg, T* s_m2, N* s_n) {
+  unsigned rank, size, group;
+  reductionGroup<RX, RY, RZ>(rank, size, group);
+  const unsigned base = group * size;
+  __syncthreads();
+  s_avg[base + rank] = avg; s_m2[base + rank] = m2; s_n[base + rank] = n;
+  __syncthreads();
+  unsigned half = 1;
+  while (half * 2 <= size) half *= 2;
+  for (unsigned stride = half; stride > 0; stride >>= 1) {
+    if (rank < stride && rank + stride < size) {
+      T a = s_avg[base + rank], m = s_m2[base + rank];
+      N c = s_n[base + rank];
+      welfordCombine(a, m, c, s_avg[base + rank + stride], s_m2[base + rank + stride], s_n[base + rank + stride]);
+      s_avg[base + rank] = a; s_m2[base + rank] = m; s_n[base + rank] = c;
+    }
+    __syncthreads();
+  }
+  avg = s_avg[base]; m2 = s_m2[base]; n = s_n[base];
+}
+
+// Combines the block-reduced values[0..COUNT) of the blocks along the reduced grid dims.
+// Every thread stores its values to `work`; the last block to arrive (an atomic count
+// after a fence) combines them, sets `last` and resets its semaphore for the next launch.
+template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename Op>
+__device__ __forceinline__ void gridReduce(T* values, T* work, int* semaphores, Op op, bool& last) {
+  const unsigned blocks = (BX ? gridDim.x : 1) * (BY ? gridDim.y : 1) * (BZ ? gridDim.z : 1);
+  const unsigned rank = ((BZ ? blockIdx.z : 0) * (BY ? gridDim.y : 1) + (BY ? blockIdx.y : 0)) * (BX ? gridDim.x : 1) +
+                        (BX ? blockIdx.x : 0);
+  const unsigned segment = ((BZ ? 0 : blockIdx.z) * (BY ? 1 : gridDim.y) + (BY ? 0 : blockIdx.y)) *
+                               (BX ? 1 : gridDim.x) + (BX ? 0 : blockIdx.x);
+  const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
+  const unsigned tid = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z * threads;
+  const unsigned long long slot = (static_cast<unsigned long long>(segment) * blocks + rank) * threads + tid;
+#pragma unroll
+  for (int c = 0; c < COUNT; ++c) work[c * stride + slot] = values[c];
+  __threadfence();
+  __syncthreads();
+  __shared__ bool block_is_last;
+  if (tid == 0) block_is_last = atomicAdd(&semaphores[segment], 1) == static_cast<int>(blocks) - 1;
+  __syncthreads();
+  last = block_is_last;
+  if (!last) return;
+  __threadfence();
+  const volatile T* partials = work;
+  const unsigned long long first = static_cast<unsigned long long>(segment) * blocks * threads + tid;
+#pragma unroll
+  for (int c = 0; c < COUNT; ++c) {
+    T result = partials[c * stride + first];
+    for (unsigned b = 1; b < blocks; ++b) result = op(result, partials[c * stride + first + b * threads]);
+    values[c] = result;
+  }
+  if (tid == 0) semaphores[segment] = 0;
+}
 // ---- end of runtime header ----
 """
 
@@ -243,6 +368,8 @@ class _Printer:
             self.emit(depth, f"vectorCopy<{ctype(stmt.dtype)}, {stmt.width}>({dst}, {src});")
         elif isinstance(stmt, k.Sync):
             self.emit(depth, "__syncthreads();")
+        elif isinstance(stmt, k.ParallelReduce):
+            self._reduce(stmt, depth)
         else:
             raise TypeError(f"unknown kernel IR statement {stmt!r}")
 
@@ -275,14 +402,70 @@ class _Printer:
         if stmt.memory == k.Memory.shared:
             self.emit(depth, f"__shared__ alignas(16) {t} {stmt.buffer}[{stmt.size}];")
             return
+        if stmt.init is not None:
+            self.emit(depth, f"alignas(16) {t} {stmt.buffer}[{stmt.size}];")
+            value = expr(stmt.init if stmt.init.dtype == stmt.dtype else k.Cast(stmt.dtype, stmt.init))
+            self.emit(depth, "#pragma unroll")
+            self.emit(depth, f"for (int k = 0; k < {stmt.size}; ++k) {stmt.buffer}[k] = {value};")
+            return
         init = " = {}" if stmt.zero else ""
         self.emit(depth, f"alignas(16) {t} {stmt.buffer}[{stmt.size}]{init};")
+
+    def _reduce(self, stmt: k.ParallelReduce, depth: int) -> None:
+        threads = ", ".join("true" if f"threadIdx.{a}" in stmt.thread_dims else "false" for a in "xyz")
+        blocks = ", ".join("true" if f"blockIdx.{a}" in stmt.block_dims else "false" for a in "xyz")
+        at = expr(stmt.index)
+        if stmt.op == "welford":
+            if stmt.block_dims:
+                raise FuserError("a grid Welford reduction has no CUDA form yet", op="codegen")
+            avg, m2, n = stmt.buffers
+            s_avg, s_m2, s_n = stmt.workspace
+            self.emit(depth, "#pragma unroll")
+            self.emit(depth, f"for (int k = 0; k < {stmt.count}; ++k) {{")
+            self.emit(
+                depth + 1,
+                f"blockWelford<{threads}>({avg}[{at} + k], {m2}[{at} + k], {n}[{at} + k], {s_avg}, {s_m2}, {s_n});",
+            )
+            self.emit(depth, "}")
+            return
+        dtype = stmt.dtypes[0]
+        a, b = k.Var(dtype, "a"), k.Var(dtype, "b")
+        combined = expr(_reduce_expr(stmt.op, a, b))
+        op = f"[](const {ctype(dtype)} a, const {ctype(dtype)} b) {{ return {combined}; }}"
+        (buffer,) = stmt.buffers
+        if stmt.thread_dims:
+            self.emit(depth, "#pragma unroll")
+            self.emit(depth, f"for (int k = 0; k < {stmt.count}; ++k) {{")
+            self.emit(
+                depth + 1,
+                f"{buffer}[{at} + k] = blockReduce<{threads}>({buffer}[{at} + k], {stmt.workspace[0]}, {op});",
+            )
+            self.emit(depth, "}")
+        if stmt.block_dims:
+            assert stmt.last is not None
+            self.emit(depth, f"bool {stmt.last.name};")
+            self.emit(
+                depth,
+                f"gridReduce<{blocks}, {stmt.count}>(&{buffer}[{at}], {stmt.work[0]}, {stmt.semaphores}, {op}, "
+                f"{stmt.last.name});",
+            )
+
+
+def _reduce_expr(op: str, a: k.Node, b: k.Node) -> k.Node:
+    """How a reduction's op combines two partial results (the ops' printed names)."""
+    if op in ("max", "min"):
+        return k.Call(a.dtype, "fmax" if op == "max" else "fmin", (a, b))
+    inline = {"add": "+", "mul": "*", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
+              "logical_and": "&&", "logical_or": "||"}.get(op)  # fmt: skip
+    return k.Bin(a.dtype, inline, a, b) if inline else k.Call(a.dtype, op, (a, b))
 
 
 def kernel_signature(kernel: k.Kernel) -> str:
     params = [f"Tensor<{ctype(t.dtype)}, {t.ndim}, {t.alloc_ndim}> {t.name}" for t in kernel.tensors]
     params += [f"{ctype(s.dtype)} {s.name}" for s in kernel.scalars]
-    return f'extern "C" __global__ void {kernel.name}({", ".join(params)})'
+    params += [f"{ctype(w.dtype)}* {w.name}" for w in kernel.workspaces]
+    bounds = f"__launch_bounds__({kernel.max_threads}) " if kernel.max_threads else ""
+    return f'extern "C" __global__ void {bounds}{kernel.name}({", ".join(params)})'
 
 
 def print_kernel(kernel: k.Kernel) -> str:

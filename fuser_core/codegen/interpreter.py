@@ -23,6 +23,13 @@ Execution model (SIMT in lock-step, vectorized with NumPy):
   data race (two threads writing different values to one element), a read of shared
   memory written by another thread with no `Sync` between, a `Sync` reached by only part
   of a block, or a write to an input.
+- A `ParallelReduce` runs by its meaning, not through its work buffers and semaphores:
+  it is a barrier (whole blocks reach it; a grid reduction, every block along its block
+  dimensions), combines the values of each group of lanes (the lanes that differ only
+  along its reduced dimensions) and leaves the result in every lane of the group, or for
+  a grid reduction in the lanes of the group's last block (the one at gridDim - 1 along
+  every reduced dimension), where it defines `last` true.
+- An `Alloc` with an `init` fills the buffer with it (per lane for a register array).
 - Arithmetic follows C in each node's dtype: the operands of a binary operator meet at
   their common type (half types compute in float), integer `/` and `%` truncate toward
   zero, comparisons give bool. Values are held in their storage type (bfloat16 values in
@@ -49,6 +56,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from fuser_core.codegen.kernel_ir import (
+    REDUCE_OPS,
     Alloc,
     Bin,
     Call,
@@ -60,6 +68,7 @@ from fuser_core.codegen.kernel_ir import (
     Kernel,
     Memory,
     Node,
+    ParallelReduce,
     Read,
     ScalarParam,
     Stmt,
@@ -344,6 +353,69 @@ def _operand_type(node: Bin) -> np.dtype:
     return common.compute_numpy
 
 
+# -- reductions -----------------------------------------------------------------------
+
+# NaN-propagating, as the runtime's `fmax`/`fmin` reductions are.
+_REDUCE_UFUNCS: dict[str, np.ufunc] = {
+    "add": np.add,
+    "mul": np.multiply,
+    "max": np.maximum,
+    "fmax": np.maximum,
+    "min": np.minimum,
+    "fmin": np.minimum,
+    "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+}
+
+_Values = list[np.ndarray]
+
+
+def _welford(a: _Values, b: _Values) -> _Values:
+    """Chan's parallel combination of (avg, M2, N) partials; N == 0 is the identity."""
+    avg_a, m2_a, n_a = a
+    avg_b, m2_b, n_b = b
+    n = n_a + n_b
+    fa, fb = n_a.astype(avg_a.dtype), n_b.astype(avg_a.dtype)
+    total = fa + fb
+    ratio = fb / np.where(total == 0, np.ones((), total.dtype), total)
+    delta = avg_b - avg_a
+    avg = avg_a + delta * ratio
+    m2 = m2_a + m2_b + delta * delta * fa * ratio
+    empty_a, empty_b = n_a == 0, n_b == 0
+    avg = np.where(empty_a, avg_b, np.where(empty_b, avg_a, avg))
+    m2 = np.where(empty_a, m2_b, np.where(empty_b, m2_a, m2))
+    return [avg, m2, n]
+
+
+def _reduce_groups(op: str, group: np.ndarray, values: _Values) -> _Values:
+    """Combine `values` (one array per buffer, sorted by `group`) within each group by a
+    tree of pairwise steps, as a block reduction does; every member gets its group's result."""
+    if op == "welford":
+        combine: Callable[[_Values, _Values], _Values] = _welford
+    else:
+        ufunc = _REDUCE_UFUNCS[op]
+
+        def combine(a: _Values, b: _Values) -> _Values:
+            return [ufunc(a[0], b[0])]
+
+    acc = [np.array(v) for v in values]
+    starts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
+    sizes = np.diff(np.append(starts, group.size))
+    rank = np.arange(group.size) - np.repeat(starts, sizes)
+    size_of = np.repeat(sizes, sizes)
+    step = 1
+    while step < sizes.max():
+        left = np.flatnonzero((rank % (2 * step) == 0) & (rank + step < size_of))
+        right = left + step
+        for array, value in zip(acc, combine([v[left] for v in acc], [v[right] for v in acc]), strict=True):
+            array[left] = value
+        step *= 2
+    return [np.repeat(array[starts], sizes) for array in acc]
+
+
 # -- the machine ----------------------------------------------------------------------
 
 
@@ -429,7 +501,7 @@ class _Machine:
         elif isinstance(stmt, If):
             self.branch(stmt, frame)
         elif isinstance(stmt, Alloc):
-            frame.buffers[stmt.buffer] = self.allocate(stmt)
+            frame.buffers[stmt.buffer] = self.allocate(stmt, frame)
         elif isinstance(stmt, Define):
             frame.vars[stmt.var.name] = _typed(self.eval(stmt.value, frame), stmt.var.dtype)
         elif isinstance(stmt, Store):
@@ -439,6 +511,8 @@ class _Machine:
             self.vector_copy(stmt, frame)
         elif isinstance(stmt, Sync):
             self.sync(frame)
+        elif isinstance(stmt, ParallelReduce):
+            self.parallel_reduce(stmt, frame)
         else:
             raise TypeError(f"unknown kernel IR statement {stmt!r}")
 
@@ -478,27 +552,145 @@ class _Machine:
             if body and mask.any():
                 self.block(body, frame.child(mask))
 
-    def allocate(self, alloc: Alloc) -> _Buffer:
+    def allocate(self, alloc: Alloc, frame: _Frame) -> _Buffer:
         rows = {Memory.local: (self.launch.count,), Memory.shared: (self.launch.blocks,), Memory.global_: ()}
         shape = (*rows[alloc.memory], alloc.size)
         fill = 0 if alloc.zero else _poison(alloc.dtype)
         data = np.full(shape, fill, dtype=alloc.dtype.numpy)
+        if alloc.init is not None:
+            data[...] = self.initial_value(alloc, frame)
         unsynced = np.full(shape, -1, np.int64) if alloc.memory is Memory.shared else None
         return _Buffer(alloc.buffer, alloc.dtype, alloc.memory, data, unsynced=unsynced)
+
+    def initial_value(self, alloc: Alloc, frame: _Frame) -> np.ndarray:
+        """`alloc.init` in the buffer's type, shaped to fill it: per lane for a register
+        array; shared and global memory need one value for all the lanes that allocate it."""
+        assert alloc.init is not None
+        value = _widen(self.eval(alloc.init, frame))
+        value = _typed(_convert(value, alloc.init.dtype, alloc.dtype), alloc.dtype)
+        if value.ndim == 0:
+            return value
+        if alloc.memory is Memory.local:
+            return value[:, None]
+        active = np.flatnonzero(frame.mask)
+        if active.size == 0:
+            return value[0]
+        bits = np.ascontiguousarray(value[active]).view(np.uint8).reshape(active.size, -1)
+        differs = (bits != bits[0]).any(axis=1)
+        if differs.any():
+            a, b = active[0], active[int(np.flatnonzero(differs)[0])]
+            self.fail(
+                f"initial value of {alloc.memory.value} {alloc.buffer} ({expr_text(alloc.init)}) differs across "
+                f"lanes: {value[a]} on {self.launch.describe(a)}, {value[b]} on {self.launch.describe(b)}"
+            )
+        return value[active[0]]
 
     def sync(self, frame: _Frame) -> None:
         """`__syncthreads()`. Lock-step execution already finishes every statement on all
         lanes before the next, so it moves no data; it checks that whole blocks reach it
         and ends the window in which reading another thread's shared-memory write is a race."""
+        self.end_race_window(self.whole_blocks(frame, "Sync"), frame)
+
+    def whole_blocks(self, frame: _Frame, what: str) -> np.ndarray:
+        """Which blocks reach a barrier; a block that only part of reaches is a fault."""
         per_block = frame.mask.reshape(self.launch.blocks, self.launch.threads)
         arrived = per_block.any(axis=1)
         partial = arrived & ~per_block.all(axis=1)
         if partial.any():
             lane = self.first(np.repeat(partial, self.launch.threads) & ~frame.mask)
-            self.fail(f"Sync reached by only part of a block (not by {self.launch.describe(lane)}): divergent barrier")
+            self.fail(
+                f"{what} reached by only part of a block (not by {self.launch.describe(lane)}): divergent barrier"
+            )
+        return arrived
+
+    def end_race_window(self, arrived: np.ndarray, frame: _Frame) -> None:
         for buf in frame.buffers.values():
             if buf.unsynced is not None:
                 buf.unsynced[arrived] = -1
+
+    # -- block and grid reductions ----------------------------------------------------
+
+    def parallel_reduce(self, red: ParallelReduce, frame: _Frame) -> None:
+        """A block (or grid) reduction, by its meaning rather than its work buffers: the
+        values of each group of lanes are combined at once, and every lane of the group
+        gets the result (a grid reduction: every lane of the group in its last block, the
+        one at gridDim - 1 along every reduced block dimension, where `last` is true)."""
+        what = f"{'grid' if red.block_dims else 'block'} reduction of {', '.join(red.buffers)}"
+        buffers = self.check_reduction(red, frame, what)
+        for names, kind in ((red.workspace, "shared scratch"), (red.work, "work buffer")):
+            if len(set(names)) != len(names):  # the CUDA form would combine into one array twice
+                self.fail(f"{what} gives one {kind} to two of its buffers: {', '.join(names)}")
+        arrived = self.whole_blocks(frame, f"ParallelReduce ({what})")
+        group = self.reduction_groups(red)
+        lanes = np.flatnonzero(frame.mask)
+        if red.block_dims:
+            self.check_whole_grid(red, group, lanes, what)
+        last = np.ones(self.launch.count, bool)
+        for hw in red.block_dims:
+            last &= self.launch.index[hw] == self.launch.dims[hw] - 1
+        index = self.eval(red.index, frame)
+        results = []
+        if lanes.size:
+            order = np.argsort(group[lanes], kind="stable")
+            members = lanes[order]
+            for k in range(red.count):
+                values = [_widen(self.read(buf, index + k, frame.mask))[members] for buf in buffers]
+                results.append((members, _reduce_groups(red.op, group[members], values)))
+        self.end_race_window(arrived, frame)  # the reduction synchronizes
+        target = frame.mask & last
+        for k, (members, reduced) in enumerate(results):
+            for buf, value in zip(buffers, reduced, strict=True):
+                full = np.zeros(self.launch.count, value.dtype)
+                full[members] = value
+                self.write(buf, index + k, full, target)
+        self.end_race_window(arrived, frame)  # every thread of the group may read the result
+        if red.last is not None:
+            frame.vars[red.last.name] = _typed(last, red.last.dtype)
+
+    def check_reduction(self, red: ParallelReduce, frame: _Frame, what: str) -> list[_Buffer]:
+        if red.op not in REDUCE_OPS:
+            self.fail(f"{what}: unknown reduction op {red.op!r} (one of {', '.join(REDUCE_OPS)})")
+        expected = 3 if red.op == "welford" else 1
+        if len(red.buffers) != expected or len(red.dtypes) != expected:
+            self.fail(f"{what}: op {red.op} combines {expected} buffer(s), given {red.buffers} typed {red.dtypes}")
+        if red.count < 1:
+            self.fail(f"{what}: count {red.count} < 1")
+        for kind, dims in (("threadIdx", red.thread_dims), ("blockIdx", red.block_dims)):
+            for hw in dims:
+                if hw not in self.launch.dims or not hw.startswith(kind + "."):
+                    self.fail(f"{what}: {hw!r} is not one of {kind}.x, {kind}.y, {kind}.z")
+        buffers = [self.buffer(name, frame) for name in red.buffers]
+        for buf, dtype in zip(buffers, red.dtypes, strict=True):
+            if buf.dtype != dtype:
+                self.fail(f"{what}: {buf.name} ({buf.dtype.cuda}) is typed {dtype.cuda}")
+        if red.op.startswith("bitwise") and not (buffers[0].dtype.is_integral or buffers[0].dtype.is_boolean):
+            self.fail(f"{what}: {red.op} of {buffers[0].dtype.cuda}")
+        return buffers
+
+    def reduction_groups(self, red: ParallelReduce) -> np.ndarray:
+        """Each lane's group: its coordinates along the dimensions not reduced (all of its
+        block's when no block dimension is), as one mixed-radix number."""
+        reduced = {*red.thread_dims, *red.block_dims}
+        group = np.zeros(self.launch.count, np.int64)
+        for hw in HARDWARE:
+            if hw not in reduced:
+                group = group * self.launch.dims[hw] + self.launch.index[hw]
+        return group
+
+    def check_whole_grid(self, red: ParallelReduce, group: np.ndarray, lanes: np.ndarray, what: str) -> None:
+        """A grid reduction waits for every block along its dimensions: one that never
+        arrives leaves the last block waiting forever."""
+        arrived = np.zeros(self.launch.count, bool)
+        arrived[lanes] = True
+        reached = np.zeros(self.launch.count, bool)
+        reached[group[lanes]] = True
+        missing = reached[group] & ~arrived
+        if missing.any():
+            lane = self.first(missing)
+            self.fail(
+                f"{what} over {', '.join(red.block_dims)} is not reached by {self.launch.describe(lane)}: "
+                "the grid reduction would wait for it forever"
+            )
 
     # -- memory -----------------------------------------------------------------------
 
@@ -632,6 +824,8 @@ class _Machine:
             return _typed(node.value, node.dtype)
         if isinstance(node, Var):
             value = frame.vars.get(node.name)
+            if value is None and node.name in self.launch.index:  # `threadIdx.x` etc., read directly
+                value = _typed(self.launch.index[node.name], node.dtype)
             if value is None:
                 self.fail(f"variable {node.name} is read outside its scope or before its definition")
             return value

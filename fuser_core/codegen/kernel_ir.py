@@ -137,6 +137,7 @@ class Alloc(Stmt):
     size: int
     memory: Memory
     zero: bool = False  # zero-filled, so that predicated-off loads read a defined value
+    init: Node | None = None  # every element starts as this value (a reduction's initial value)
 
 
 @dataclass
@@ -170,7 +171,49 @@ class Sync(Stmt):
     pass
 
 
+# What `ParallelReduce.op` may be: a binary op's printed name, or Welford's triple.
+REDUCE_OPS = ("add", "mul", "fmax", "fmin", "max", "min", "bitwise_and", "bitwise_or", "bitwise_xor",
+              "logical_and", "logical_or", "welford")  # fmt: skip
+
+
+@dataclass
+class ParallelReduce(Stmt):
+    """Combine `count` consecutive elements from `index` of each of `buffers` across the
+    threads of a block along `thread_dims` (a block reduction) and, when `block_dims` is
+    not empty, across the blocks along them (a grid reduction). A block reduction leaves
+    the result in every thread of its group (an allreduce). A grid reduction leaves it in
+    the last block to arrive, and defines `last` true there; partial results go through
+    the global `work` buffers, arrival is counted in `semaphores` (reset by the last
+    block). `op` "welford" combines (avg, M2, N) triples held in three buffers; every
+    other op combines one buffer. Whole blocks must reach it: it synchronizes."""
+
+    op: str
+    buffers: tuple[str, ...]
+    index: Node
+    dtypes: tuple[DataType, ...]
+    thread_dims: tuple[str, ...]
+    block_dims: tuple[str, ...] = ()
+    count: int = 1
+    workspace: tuple[str, ...] = ()  # shared memory, one per buffer
+    work: tuple[str, ...] = ()  # global work buffers of a grid reduction, one per buffer
+    semaphores: str = ""
+    last: Var | None = None
+
+
 # -- the kernel -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Global scratch memory a grid reduction needs, passed after the scalars: `per_thread`
+    elements for every thread of the launch (`per_block` for every block). The runtime
+    allocates it; semaphores start zeroed and the kernel leaves them zeroed."""
+
+    name: str
+    dtype: DataType
+    per_thread: int = 0
+    per_block: int = 0
+    zeroed: bool = False
 
 
 @dataclass(frozen=True)
@@ -210,6 +253,8 @@ class Kernel:
     index_type: DataType  # Int32 or Int (int64)
     shared_bytes: int = 0
     vectorized: bool = False  # whether any VectorCopy is in the body
+    workspaces: list[Workspace] = field(default_factory=list)
+    max_threads: int = 0  # an upper bound of the block size (`__launch_bounds__`); 0: unknown
 
     @property
     def params(self) -> list[TensorArg | ScalarArg]:
@@ -262,6 +307,9 @@ def print_kernel_ir(kernel: Kernel) -> str:
         lines.append(f"  scalar {s.name}: {s.dtype.cuda}")
     for dim in kernel.launch:
         lines.append(f"  launch {dim.hardware} = {expr_text(dim.extent)}")
+    for w in kernel.workspaces:
+        per = f"{w.per_thread} per thread" if w.per_thread else f"{w.per_block} per block"
+        lines.append(f"  workspace {w.name}: {w.dtype.cuda}[{per}]{' zeroed' if w.zeroed else ''}")
     lines.append(f"  index type: {kernel.index_type.cuda}")
     _stmts(kernel.body, 1, lines)
     lines.append("}")
@@ -287,7 +335,7 @@ def _stmts(stmts: list[Stmt], depth: int, lines: list[str]) -> None:
                 lines.append(f"{pad}ELSE:")
                 _stmts(stmt.orelse, depth + 1, lines)
         elif isinstance(stmt, Alloc):
-            zero = " = 0" if stmt.zero else ""
+            zero = f" = {expr_text(stmt.init)}" if stmt.init is not None else " = 0" if stmt.zero else ""
             lines.append(f"{pad}ALLOCATE {stmt.buffer}: {stmt.dtype.cuda}[{stmt.size}] {stmt.memory.value}{zero}")
         elif isinstance(stmt, Define):
             lines.append(f"{pad}{stmt.var.dtype.cuda} {stmt.var.name} = {expr_text(stmt.value)}")
@@ -300,5 +348,11 @@ def _stmts(stmts: list[Stmt], depth: int, lines: list[str]) -> None:
             )
         elif isinstance(stmt, Sync):
             lines.append(f"{pad}SYNC threads")
+        elif isinstance(stmt, ParallelReduce):
+            where = ", ".join((*stmt.thread_dims, *stmt.block_dims))
+            span = f"[{expr_text(stmt.index)}]" if stmt.count == 1 else f"[{expr_text(stmt.index)} +: {stmt.count}]"
+            kind = "GRID" if stmt.block_dims else "BLOCK"
+            last = f" -> {stmt.last.name}" if stmt.last is not None else ""
+            lines.append(f"{pad}{kind} REDUCE {stmt.op} {', '.join(stmt.buffers)}{span} over {where}{last}")
         else:
             raise TypeError(f"unknown kernel IR statement {stmt!r}")

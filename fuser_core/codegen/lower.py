@@ -37,7 +37,7 @@ from fuser_core.ir.dtype import DataType
 from fuser_core.ir.elementwise import BinaryOp, TernaryOp, UnaryOp
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import IterDomain, Merge, ParallelType, Resize, Split
-from fuser_core.ir.op_types import UnaryOpType
+from fuser_core.ir.op_types import BinaryOpType, UnaryOpType
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_exprs import (
     BroadcastOp,
@@ -54,6 +54,7 @@ from fuser_core.ir.tensor_exprs import (
     WelfordOp,
 )
 from fuser_core.ir.tensor_view import MemoryType, TensorView, transforms_between
+from fuser_core.scheduler.reduction import MAX_THREADS
 
 INDEX = DataType.Index
 HARDWARE = {
@@ -115,9 +116,9 @@ class Lowering:
         self.tensor_args: list[k.TensorArg] = []
         self.scalar_args: list[k.ScalarArg] = []
         self._bind_arguments()
-        self.materialized: list[TensorView] = [
-            e.output for e in self.exprs if isinstance(e.output, TensorView) and self._is_materialized(e.output)
-        ]
+        self.materialized: list[TensorView] = _hoisted(
+            [e.output for e in self.exprs if isinstance(e.output, TensorView) and self._is_materialized(e.output)]
+        )
         self.instances: dict[int, list[Instance]] = {}
         self.buffers: dict[tuple[int, Instance], str] = {}
         self.launch: list[k.LaunchDim] = []
@@ -129,6 +130,11 @@ class Lowering:
         self.local_names: dict[str, int] = {}
         self.alloc_depth: dict[int, int] = {}
         self.bounds: dict[str, int] = {}
+        self.buffer_dtypes: dict[str, DataType] = {}
+        self.workspaces: list[k.Workspace] = []
+        self.reduce_scratch: dict[tuple[DataType, int], k.Alloc] = {}
+        self.grid_last: dict[str, k.Var] = {}  # blockIdx.* reduced by a grid reduction -> its `last` flag
+        self.hardware_used: set[str] = set()
 
     # -- arguments and extents ---------------------------------------------------------
     def _bind_arguments(self) -> None:
@@ -196,6 +202,15 @@ class Lowering:
         """Logical coordinates from the tensor's own loop indices, and their bounds: a
         logical index is checked only where a split may not divide or a shared loop runs
         past this tensor's own extent (the checks of inner IDs follow from it)."""
+        index, valid = self._loop_index(tv, lanes, reductions=False)
+        coords = [k.Const(INDEX, 0) if dim.is_broadcast else index[id(dim)] for dim in tv.logical_no_reductions()]
+        return Instance(tuple(coords), valid)
+
+    def _loop_index(
+        self, tv: TensorView, lanes: Mapping[int, k.Node] | None, reductions: bool
+    ) -> tuple[dict[int, k.Node], k.Node]:
+        """The index of every logical ID from the loop indices, and the bounds checks of
+        the iteration IDs (`reductions`: of the reduction IDs, for a reduction's input)."""
         index: dict[int, k.Node] = {}
         overflow: dict[int, bool] = {}
         for dim in tv.loop:
@@ -203,20 +218,19 @@ class Lowering:
             if lanes is not None and concrete(dim).name in lanes:
                 var = lanes[concrete(dim).name]
             index[id(dim)] = var
-            overflow[id(dim)] = concrete(dim) is not dim and not _same_extent(dim, concrete(dim))
+            overflow[id(dim)] = concrete(dim) is not dim and self.extent(dim) != self.extent(concrete(dim))
         valid: k.Node = TRUE
         for expr in reversed(transforms_between(tv.logical, tv.loop)):
-            valid = land(valid, self._backward(expr, index))
+            implied = self._backward(expr, index)
+            if not reductions:
+                valid = land(valid, implied)
             _propagate_overflow(self, expr, overflow)
-        coords: list[k.Node] = []
-        for dim in tv.logical_no_reductions():
-            if dim.is_broadcast:
-                coords.append(k.Const(INDEX, 0))
+        for dim in tv.logical:
+            if dim.is_broadcast or dim.is_reduction != reductions:
                 continue
-            coords.append(index[id(dim)])
             if overflow.get(id(dim), False):
                 valid = land(valid, lt(index[id(dim)], self.extent(dim)))
-        return Instance(tuple(coords), valid)
+        return index, valid
 
     def _backward(self, expr: object, index: dict[int, k.Node]) -> k.Node:
         """Indices of an ID expression's inputs from its outputs; the validity it implies."""
@@ -264,7 +278,9 @@ class Lowering:
         """Where `producer` is read when `consumer` is computed at `inst`."""
         coords = list(inst.coords)
         valid = inst.valid
-        if isinstance(expr, BroadcastOp):
+        if isinstance(expr, ReductionOp | WelfordOp):
+            coords, valid = self._reduction_input_coords(consumer, inst)
+        elif isinstance(expr, BroadcastOp):
             coords = [c for c, flag in zip(coords, expr.flags, strict=True) if not flag]  # type: ignore[attr-defined]
         elif isinstance(expr, SqueezeOp):
             it = iter(coords)
@@ -276,6 +292,39 @@ class Lowering:
             raise InternalError(f"kernel {self.name}: {expr} maps {len(coords)} coordinates onto {len(dims)} axes")
         coords = [k.Const(INDEX, 0) if d.is_broadcast else c for d, c in zip(dims, coords, strict=True)]
         return Instance(tuple(coords), valid)
+
+    def _reduction_input_coords(self, tv: TensorView, inst: Instance) -> tuple[list[k.Node], k.Node]:
+        """Where a reduction reads its input: the iteration coordinates of `inst` and the
+        reduction coordinates of the reduction's own loops (through an rfactor's root)."""
+        index, valid = self._loop_index(tv, None, reductions=True)
+        for dim, coord in zip(tv.logical_no_reductions(), inst.coords, strict=True):
+            index[id(dim)] = coord
+        valid = land(inst.valid, valid)
+        if tv.domain.has_root:
+            overflow: dict[int, bool] = {}
+            for t in reversed(transforms_between(tv.root, tv.logical)):
+                self._backward(t, index)
+                _propagate_overflow(self, t, overflow)
+            for dim in tv.root:
+                if dim.is_reduction and overflow.get(id(dim), False):
+                    valid = land(valid, lt(index[id(dim)], self.extent(dim)))
+            dims = tv.root
+        else:
+            dims = tv.logical
+        return [k.Const(INDEX, 0) if d.is_broadcast else index[id(d)] for d in dims], valid
+
+    def _for_buffer(self, tv: TensorView, inst: Instance) -> Instance:
+        """The instance a materialized tensor is computed at: the consumer's bounds checks on
+        loops this tensor does not iterate (a later reduction's, say) say nothing of it."""
+        own = {loop_var(d).name for d in tv.loop}
+        terms: list[k.Node] = []
+        for term in _conjuncts(inst.valid):
+            if _loop_vars(term) <= own and term not in terms:
+                terms.append(term)
+        valid: k.Node = TRUE
+        for term in terms:
+            valid = land(valid, term)
+        return Instance(inst.coords, valid)
 
     def _root_coords(
         self, tv: TensorView, coords: list[k.Node], valid: k.Node, expr: object
@@ -311,7 +360,9 @@ class Lowering:
             seen.add(key)
             if producer in self.inputs and producer.definition is None:
                 continue
+            producer = _primary(producer)
             if producer in self.materialized and not self._own_coords_roots(producer):
+                p_inst = self._for_buffer(producer, p_inst)
                 found = self.instances.setdefault(producer.name, [])
                 if p_inst not in found:
                     found.append(p_inst)
@@ -351,6 +402,9 @@ class Lowering:
             self._open(dim)
             depth_of[pos] = len(self.stack) - 1
         ca = tv.compute_at_pos
+        if isinstance(tv.definition, ReductionOp | WelfordOp):
+            # A partial result lives inside the iteration loops before the reduction's.
+            ca = max(ca, next((p for p, d in enumerate(tv.loop) if d.is_reduction), len(tv.loop)))
         self.alloc_depth[tv.name] = depth_of.get(ca - 1, len(self.stack) - 1) if ca > 0 else 0
 
     def _reuse_cap(self, tv: TensorView) -> int:
@@ -419,6 +473,8 @@ class Lowering:
     def _allocated_dims(self, tv: TensorView) -> list[IterDomain]:
         dims = []
         for dim in tv.loop[tv.compute_at_pos :]:
+            if dim.is_reduction:
+                continue  # a reduction's buffer holds one partial result per iteration point
             hw = HARDWARE.get(dim.parallel_type)
             if hw is not None and (tv.memory_type == MemoryType.Local or hw.startswith("block")):
                 continue
@@ -536,10 +592,12 @@ class Lowering:
     def _value(self, tv: TensorView, inst: Instance) -> k.Node:
         if tv.definition is None:
             return self._load(tv, inst)
-        if tv is not self.computing and tv in self.materialized and tv not in self.outputs:
+        primary = _primary(tv)
+        if primary is not self.computing and primary in self.materialized and primary not in self.outputs:
             if tv.memory_type == MemoryType.Shared:
                 return k.Read(tv.dtype, f"T{tv.name}", self._padded(tv, self._forward_slot(tv, inst.coords)))
-            return k.Read(tv.dtype, self.buffers[(tv.name, inst)], self._slot(tv))
+            buffer = self.buffers[(tv.name, self._for_buffer(primary, inst))]
+            return k.Read(self.buffer_dtypes.get(buffer, tv.dtype), buffer, self._slot(primary))
         return self._compute(tv, inst)
 
     def _load(self, tv: TensorView, inst: Instance) -> k.Node:
@@ -652,13 +710,21 @@ class Lowering:
             return self._lower()
 
     def _lower(self) -> k.Kernel:
-        for expr in self.exprs:
-            if isinstance(expr, ReductionOp | WelfordOp):
+        for tv in self.outputs:
+            if any(d.is_broadcast and d.has_expanded_extent for d in tv.logical_no_reductions()):
                 raise FuserError(
-                    "reduction and normalization kernels are not generated yet (CUDA codegen part 2)",
-                    op=expr.op_name,
-                    tensor=f"T{expr.outputs[0].name}",
+                    "an output with an expanded broadcast axis is not generated (it would need a stride-0 allocation)",
+                    op="codegen",
+                    tensor=f"T{tv.name}",
                 )
+        for tv in self.materialized:
+            if isinstance(tv.definition, ReductionOp | WelfordOp) and tv in self.outputs:
+                raise FuserError(
+                    "a reduction written straight to a fusion output is not generated: the scheduler caches it",
+                    op=tv.definition.op_name,
+                    tensor=f"T{tv.name}",
+                )
+            self.hardware_used.update(HARDWARE[d.parallel_type] for d in tv.loop if d.parallel_type in HARDWARE)
         # Every loop's extent is known before any index is built, so all index math folds alike.
         for tv in self.materialized:
             for dim in tv.loop:
@@ -668,6 +734,7 @@ class Lowering:
             for number, inst in enumerate(self.instances.get(tv.name, [])):
                 self._materialize(tv, inst, number)
         self._finish_guards()
+        self._size_reduce_scratch()
         vectorized = {name: w for name, w in self.vector_widths.items()}
         tensors = [
             k.TensorArg(
@@ -691,11 +758,16 @@ class Lowering:
             self.index_type,
             self.shared_bytes,
             vectorized=bool(vectorized),
+            workspaces=self.workspaces,
+            max_threads=self._max_threads() if self.reduce_scratch else 0,
         )
 
     def _materialize(self, tv: TensorView, inst: Instance, number: int) -> None:
         expr = tv.definition
         assert expr is not None
+        if isinstance(expr, ReductionOp | WelfordOp):
+            self._materialize_reduction(tv, expr, inst, number)
+            return
         vector = self._vector_width(tv)
         self._open_loops(tv, skip_vector=vector > 1)
         self.computing = tv
@@ -711,13 +783,156 @@ class Lowering:
         last = tv.loop[-1] if tv.loop else None
         if not self.vectorize or last is None or last.parallel_type != ParallelType.Vectorize:
             return 1
+        if last.is_broadcast:  # one element, read by every lane: no vector access
+            return 1
         width = const_value(self.extent(last))
         return int(width) if width is not None else 1
+
+    # -- reductions ----------------------------------------------------------------------------
+    def _materialize_reduction(
+        self, tv: TensorView, expr: ReductionOp | WelfordOp, inst: Instance, number: int
+    ) -> None:
+        """Accumulate in registers over the reduction's loops, then combine across the
+        threads and blocks its reduction IDs are bound to."""
+        welford = isinstance(expr, WelfordOp)
+        outs = [o for o in expr.outputs if isinstance(o, TensorView)] if welford else [tv]
+        self._open_loops(tv, skip_vector=False)
+        depth = self.alloc_depth[tv.name]
+        size = self._buffer_size(tv)
+        names, dtypes = [], []
+        for position, out in enumerate(outs):
+            name = f"T{out.name}" if number == 0 else f"T{out.name}_{number}"
+            dtype = _accumulator(out.dtype)
+            init = k.Const(dtype, 0) if welford else self.scalar(expr.init, dtype)  # type: ignore[union-attr]
+            if welford and position == 2:
+                init = k.Const(dtype, 0)
+            self.buffers[(out.name, inst)] = name
+            self.buffer_dtypes[name] = dtype
+            self._alloc_for(tv, k.Alloc(name, dtype, size, k.Memory.local, init=init))
+            names.append(name)
+            dtypes.append(dtype)
+        producer = expr.inputs[0]
+        assert isinstance(producer, TensorView)
+        self.computing = tv
+        p_inst = self.producer_instance(expr, tv, inst, producer)
+        slot = self._slot(tv)
+        with self._predicated(p_inst.valid):
+            value = self.value(producer, p_inst)
+            if welford:
+                self._welford_update(names, dtypes, slot, value)
+            else:
+                acc = k.Read(dtypes[0], names[0], slot)
+                operand = value if value.dtype == dtypes[0] else _cast(dtypes[0], value)
+                self._emit(k.Store(names[0], slot, _combine(expr.op_type, acc, operand)))  # type: ignore[union-attr]
+        self.computing = None
+        del self.stack[depth + 1 :]
+        thread_dims = tuple(
+            HARDWARE[d.parallel_type] for d in tv.loop if d.is_reduction and d.parallel_type in _THREADS
+        )
+        block_dims = tuple(HARDWARE[d.parallel_type] for d in tv.loop if d.is_reduction and d.parallel_type in _BLOCKS)
+        if not thread_dims and not block_dims:
+            return
+        reduce = k.ParallelReduce(
+            "welford" if welford else expr.op_type.rule.name,  # type: ignore[union-attr]
+            tuple(names),
+            k.Const(INDEX, 0),
+            tuple(dtypes),
+            thread_dims,
+            block_dims,
+            count=size,
+            workspace=tuple(self._reduce_scratch(d, position) for position, d in enumerate(dtypes)),
+        )
+        if block_dims:
+            label = names[0]
+            reduce.work = tuple(
+                self._workspace(f"work_{n}", d, per_thread=size) for n, d in zip(names, dtypes, strict=True)
+            )
+            reduce.semaphores = self._workspace(f"sem_{label}", DataType.Int32, per_block=1, zeroed=True)
+            reduce.last = k.Var(DataType.Bool, f"last_{label}")
+            for hw in block_dims:
+                self.grid_last[hw] = reduce.last
+        self._emit(reduce)
+
+    def _welford_update(self, names: list[str], dtypes: list[DataType], slot: k.Node, value: k.Node) -> None:
+        """One element into a running (avg, M2, N): Welford's update."""
+        avg_t, m2_t, n_t = dtypes
+        avg, m2, n = (k.Read(d, b, slot) for b, d in zip(names, dtypes, strict=True))
+        x = value if value.dtype == avg_t else _cast(avg_t, value)
+        count = k.Var(n_t, self._local_name_for(names[2] + "_n"))
+        self._emit(k.Define(count, k.Bin(n_t, "+", n, k.Const(n_t, 1))))
+        delta = k.Var(avg_t, self._local_name_for(names[0] + "_delta"))
+        self._emit(k.Define(delta, k.Bin(avg_t, "-", x, avg)))
+        new_avg = k.Bin(avg_t, "+", avg, k.Bin(avg_t, "/", delta, _cast(avg_t, count)))
+        self._emit(k.Store(names[0], slot, new_avg))
+        after = k.Read(avg_t, names[0], slot)
+        self._emit(k.Store(names[1], slot, k.Bin(m2_t, "+", m2, k.Bin(m2_t, "*", delta, k.Bin(avg_t, "-", x, after)))))
+        self._emit(k.Store(names[2], slot, count))
+
+    def _local_name_for(self, base: str) -> str:
+        count = self.local_names.get(base, 0)
+        self.local_names[base] = count + 1
+        return base if count == 0 else f"{base}_{count}"
+
+    def _reduce_scratch(self, dtype: DataType, position: int) -> str:
+        """Shared scratch for block reductions, one per dtype and buffer position (Welford
+        combines three at once), reused by every reduction of the kernel and sized once the
+        launch is known (`_size_reduce_scratch`)."""
+        alloc = self.reduce_scratch.get((dtype, position))
+        if alloc is None:
+            suffix = f"_{position}" if position else ""
+            alloc = k.Alloc(f"reduce_{dtype.cuda.replace(' ', '_')}{suffix}", dtype, 0, k.Memory.shared)
+            self.reduce_scratch[(dtype, position)] = alloc
+            self.body.insert(0, alloc)
+        return alloc.buffer
+
+    def _max_threads(self) -> int:
+        """An upper bound of the block size: the product of the constant thread extents;
+        a symbolic one (a persistent kernel's threads per row, the row length over a
+        constant batch) is at most what the reduction heuristics ever launch."""
+        threads = 1
+        for hw in ("threadIdx.x", "threadIdx.y", "threadIdx.z"):
+            extents = [const_value(d.extent) for d in self.launch if d.hardware == hw]
+            if any(e is None for e in extents):
+                return REDUCTION_MAX_THREADS if self.reduce_scratch else MAX_BLOCK_THREADS
+            threads *= max((int(e) for e in extents), default=1)  # type: ignore[arg-type]
+        return min(threads, MAX_BLOCK_THREADS)
+
+    def _size_reduce_scratch(self) -> None:
+        threads = self._max_threads()
+        for (dtype, _), alloc in self.reduce_scratch.items():
+            alloc.size = threads
+            self.shared_bytes += threads * dtype.itemsize
+
+    def _workspace(
+        self, name: str, dtype: DataType, per_thread: int = 0, per_block: int = 0, zeroed: bool = False
+    ) -> str:
+        self.workspaces.append(k.Workspace(name, dtype, per_thread, per_block, zeroed))
+        return name
+
+    def _write_predicate(self, tv: TensorView) -> k.Node:
+        """One thread writes each element: along a launch dimension the tensor does not
+        vary with (a reduced one, or one its broadcast is bound to), the first thread or
+        block writes, or the last block of a grid reduction."""
+        varying = {
+            HARDWARE[d.parallel_type]
+            for d in tv.loop
+            if d.parallel_type in HARDWARE and not d.is_broadcast and not d.is_reduction
+        }
+        cond: k.Node = TRUE
+        for dim in tv.loop:
+            if dim.is_broadcast and dim.parallel_type not in HARDWARE and const_value(self.extent(concrete(dim))) != 1:
+                cond = land(cond, k.Bin(DataType.Bool, "==", loop_var(dim), k.Const(INDEX, 0)))
+        for hw in sorted(self.hardware_used - varying):
+            if hw in self.grid_last:
+                cond = land(cond, self.grid_last[hw])
+            else:
+                cond = land(cond, k.Bin(DataType.Bool, "==", k.Var(INDEX, hw), k.Const(INDEX, 0)))
+        return cond
 
     def _store_global(self, tv: TensorView, inst: Instance, vector: int) -> None:
         name = f"T{tv.name}"
         if vector == 1:
-            with self._predicated(inst.valid):
+            with self._predicated(land(self._write_predicate(tv), inst.valid)):
                 value = self.value_of_definition(tv, inst)
                 self._emit(k.Store(name, self.global_index(tv, inst.coords), value))
             return
@@ -726,7 +941,7 @@ class Lowering:
         first = self.own_instance(tv, {concrete(lane_dim).name: k.Const(INDEX, 0)})
         # Launch checks make the extent divisible by the width: lane 0's bounds are all lanes'.
         self._bound(lane, k.Const(INDEX, vector))
-        with self._predicated(first.valid):
+        with self._predicated(land(self._write_predicate(tv), first.valid)):
             staging = self._local_name(tv) + "_vec"
             self._emit(k.Alloc(staging, tv.dtype, vector, k.Memory.local))
             loop = k.For(lane, k.Const(INDEX, vector), k.LoopKind.unroll, label=concrete(lane_dim).to_string())
@@ -811,6 +1026,73 @@ class Lowering:
 
 # -- helpers ----------------------------------------------------------------------------------------
 
+MAX_BLOCK_THREADS = 1024
+REDUCTION_MAX_THREADS = MAX_THREADS  # the reduction schedulers' largest block
+_THREADS = (ParallelType.TIDx, ParallelType.TIDy, ParallelType.TIDz)
+_BLOCKS = (ParallelType.BIDx, ParallelType.BIDy, ParallelType.BIDz)
+
+
+def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
+    """Tensors computed outside every shared loop (ca_pos 0) from inputs alone, such as a
+    weight loaded once per thread for all its rows, go first: before the loops they are
+    reused in, not between two of them."""
+    names = {tv.name for tv in materialized}
+
+    def depends_on_loops(tv: TensorView) -> bool:
+        stack = [v for v in (tv.definition.inputs if tv.definition else []) if isinstance(v, TensorView)]
+        while stack:
+            val = stack.pop()
+            if val.name in names:
+                return True
+            if val.definition is not None:
+                stack.extend(v for v in val.definition.inputs if isinstance(v, TensorView))
+        return False
+
+    first = [tv for tv in materialized if tv.compute_at_pos == 0 and not depends_on_loops(tv)]
+    return first + [tv for tv in materialized if tv not in first]
+
+
+def _conjuncts(node: k.Node) -> list[k.Node]:
+    if isinstance(node, k.Bin) and node.op == "&&":
+        return [*_conjuncts(node.a), *_conjuncts(node.b)]
+    return [] if node == TRUE else [node]
+
+
+def _loop_vars(node: k.Node) -> set[str]:
+    """The loop indices an expression reads (named `i<ID>`)."""
+    if isinstance(node, k.Var):
+        return {node.name} if node.name.startswith("i") else set()
+    if isinstance(node, k.Bin):
+        return _loop_vars(node.a) | _loop_vars(node.b)
+    if isinstance(node, k.Un | k.Cast):
+        return _loop_vars(node.a)
+    if isinstance(node, k.Call):
+        return set().union(*(_loop_vars(a) for a in node.args)) if node.args else set()
+    if isinstance(node, k.Read):
+        return _loop_vars(node.index)
+    return set()
+
+
+def _primary(tv: TensorView) -> TensorView:
+    """A Welford's first output stands for all three (one loop nest computes them)."""
+    expr = tv.definition
+    if isinstance(expr, WelfordOp):
+        first = expr.outputs[0]
+        assert isinstance(first, TensorView)
+        return first
+    return tv
+
+
+def _accumulator(dtype: DataType) -> DataType:
+    return DataType.Float if dtype.is_reduced_float else dtype
+
+
+def _combine(op: BinaryOpType, a: k.Node, b: k.Node) -> k.Node:
+    rule = op.rule
+    if rule.inline:
+        return k.Bin(a.dtype, rule.inline, a, b)
+    return k.Call(a.dtype, rule.name, (a, b))
+
 
 def _substitute(node: k.Node, subst: dict[str, k.Node]) -> k.Node:
     if isinstance(node, k.Var):
@@ -865,12 +1147,6 @@ def _rank(dtype: DataType) -> int:
         DataType.Double,
     ]
     return order.index(dtype) if dtype in order else 0
-
-
-def _same_extent(a: IterDomain, b: IterDomain) -> bool:
-    if a.extent is b.extent:
-        return True
-    return a.extent.is_const and b.extent.is_const and a.extent.value == b.extent.value
 
 
 def _propagate_overflow(lowering: Lowering, expr: object, overflow: dict[int, bool]) -> None:

@@ -8,12 +8,19 @@ the reference backend, and its launch record says so; that is slow but never wro
 Launch arguments are packed once per kernel as ctypes structs laid out like the
 kernel's `Tensor<T, N, A>` parameters; a call only writes the data pointers, sizes and
 strides into them and calls cuLaunchKernel, so a cache hit costs a few microseconds.
+
+A kernel with workspaces (a grid reduction's work and semaphore buffers) takes one
+`T*` per workspace after its scalars. The runtime allocates them with CuPy, sized from
+the launch (`workspace_elements`), and keeps them for the next launch: semaphores are
+allocated zeroed and every launch leaves them zeroed, so no memset is needed between
+launches.
 """
 
 from __future__ import annotations
 
 import ctypes
 import dataclasses
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,14 +38,27 @@ from fuser_core.ir.tensor_view import TensorView
 from fuser_core.options import EnableOption, current_options
 from fuser_core.runtime.arguments import TensorArg, bind_args
 from fuser_core.runtime.artifacts import KernelArtifact, LaunchParams, LaunchRecord
-from fuser_core.runtime.fast_path import FastPlan, PlannedLaunch, PlannedOutput, output_strides, torch_dtype_supported
+from fuser_core.runtime.fast_path import (
+    DYNAMIC_SHARED_BYTES,
+    FastPlan,
+    PlannedLaunch,
+    PlannedOutput,
+    output_strides,
+    torch_dtype_supported,
+)
 from fuser_core.runtime.reference import bind_leaves, evaluate_fusion, leaf_values
 from fuser_core.runtime.signature import InputSignature
 from fuser_core.scheduler.base import SchedulerType
 from fuser_core.scheduler.device import DeviceProperties
 from fuser_core.segmenter.segmented_fusion import SegmentedFusion, SegmentedGroup
 
-GENERATED = {SchedulerType.pointwise, SchedulerType.transpose}
+GENERATED = {
+    SchedulerType.pointwise,
+    SchedulerType.transpose,
+    SchedulerType.reduction,
+    SchedulerType.inner_persistent,
+    SchedulerType.outer_persistent,
+}
 
 
 def cuda_available() -> str | None:
@@ -83,18 +103,16 @@ def lowered_groups(
     kernels, refused = {}, {}
     for group in segmented.groups:
         if not generates_kernel(group) or group.fusion is None:
-            what = (
-                "no generated kernel for"
-                if group.scheduler in (SchedulerType.expr_eval, SchedulerType.no_op)
-                else "CUDA codegen part 2 will generate"
-            )
-            refused[group.id] = f"{what} {group.scheduler.value} groups"
+            refused[group.id] = f"no generated kernel for {group.scheduler.value} groups"
             continue
         name = kernel_name(group.scheduler, runtime_name, group.id)
         try:
-            kernels[group.id] = lower_group(group.fusion, name, index_dtype(index_type))
+            kernel = lower_group(group.fusion, name, index_dtype(index_type))
+            translation_unit(kernel)  # a type or op with no CUDA form is refused here, not by NVRTC
         except FuserError as err:
             refused[group.id] = str(err)
+            continue
+        kernels[group.id] = kernel
     return kernels, refused
 
 
@@ -142,7 +160,16 @@ def launch_params(
         dims[dim.hardware] = max(dims[dim.hardware], evaluate(dim.extent, sizes, strides, scalars))
     grid = (dims["blockIdx.x"], dims["blockIdx.y"], dims["blockIdx.z"])
     block = (dims["threadIdx.x"], dims["threadIdx.y"], dims["threadIdx.z"])
+    # The kernel's static `__shared__` arrays, for the dumps ("Smem Size"): launches pass
+    # no dynamic shared memory (DYNAMIC_SHARED_BYTES), as no kernel declares `extern __shared__`.
     return LaunchParams(grid, block, kernel.shared_bytes)
+
+
+def workspace_elements(workspace: k.Workspace, params: LaunchParams) -> int:
+    """Elements of `workspace` one launch with `params` needs: `per_thread` for every
+    launched thread and `per_block` for every block."""
+    blocks = math.prod(params.grid)
+    return blocks * (math.prod(params.block) * workspace.per_thread + workspace.per_block)
 
 
 # -- argument packing ---------------------------------------------------------------------------
@@ -178,6 +205,7 @@ class PackedArgs:
     kernel: k.Kernel
     structs: list[Any] = field(default_factory=list)
     scalars: list[Any] = field(default_factory=list)
+    workspaces: list[Any] = field(default_factory=list)  # one c_void_p per kernel.workspaces
     pointers: Any = None
 
     def __post_init__(self) -> None:
@@ -186,7 +214,9 @@ class PackedArgs:
             self.structs.append(_tensor_struct(index, t.ndim, t.alloc_ndim)())
         for s in self.kernel.scalars:
             self.scalars.append(_SCALAR_CTYPES.get(s.dtype, ctypes.c_int64)())
-        params = [*self.structs, *self.scalars]
+        for _ in self.kernel.workspaces:
+            self.workspaces.append(ctypes.c_void_p())
+        params = [*self.structs, *self.scalars, *self.workspaces]
         self.pointers = (ctypes.c_void_p * max(len(params), 1))(*[ctypes.addressof(p) for p in params])
         self.address = ctypes.addressof(self.pointers)
 
@@ -200,6 +230,9 @@ class PackedArgs:
 
     def set_scalar(self, position: int, value: Any) -> None:
         self.scalars[position].value = value
+
+    def set_workspace(self, position: int, pointer: int) -> None:
+        self.workspaces[position].value = pointer
 
 
 # -- running groups -------------------------------------------------------------------------------
@@ -227,6 +260,8 @@ class GeneratedGroup:
         self.inputs = [tv for tv in self.fusion.inputs if isinstance(tv, TensorView)]
         self.alloc_orders = {f"T{tv.name}": _alloc_order(tv) for tv in [*self.inputs, *self.outputs]}
         self.last_cache_hit = True
+        # Workspace buffers kept between launches: by workspace, (elements, device array).
+        self._workspaces: dict[k.Workspace, tuple[int, Any]] = {}
 
     def compiled(self, vectorized: bool) -> _Compiled:
         found = self._compiled.get(vectorized)
@@ -274,13 +309,34 @@ class GeneratedGroup:
             compiled.packed.set_tensor(position, pointers[t.name], sizes[t.name], strides[t.name])
         for position, s in enumerate(compiled.packed.kernel.scalars):
             compiled.packed.set_scalar(position, scalar_values[s.name])
+        launched = all(g > 0 for g in params.grid)
+        if launched:
+            for position, array in enumerate(self.workspaces(compiled.packed.kernel, params, cupy)):
+                compiled.packed.set_workspace(position, array.data.ptr)
         if events is not None:  # kernel_profile: the launch alone, not the host work around it
             events[0].record(stream)
-        if all(g > 0 for g in params.grid):
-            launch(compiled.function.function, params, compiled.packed, stream)
+        if launched:
+            try:
+                launch(compiled.function.function, params, compiled.packed, stream)
+            except BaseException:
+                self._workspaces.clear()  # never reuse a semaphore buffer in an unknown state
+                raise
         if events is not None:
             events[1].record(stream)
         return params, vectorized
+
+    def workspaces(self, kernel: k.Kernel, params: LaunchParams, cupy: Any) -> list[Any]:
+        """A device buffer for each of `kernel.workspaces` at this launch: the one kept from
+        an earlier launch when it is large enough, else a new one (which is then kept)."""
+        arrays = []
+        for workspace in kernel.workspaces:
+            elements = workspace_elements(workspace, params)
+            kept = self._workspaces.get(workspace)
+            if kept is None or kept[0] < elements:
+                kept = (elements, allocate_workspace(cupy, workspace, elements))
+                self._workspaces[workspace] = kept
+            arrays.append(kept[1])
+        return arrays
 
     def _aligned(self, pointers: dict[str, int], strides: dict[str, Sequence[int]]) -> bool:
         for t in self.kernel.tensors:
@@ -300,11 +356,18 @@ def launch(function: Any, params: LaunchParams, packed: PackedArgs, stream: Any)
         function.ptr,
         *params.grid,
         *params.block,
-        params.shared_bytes,
+        DYNAMIC_SHARED_BYTES,  # params.shared_bytes is static: the function reserves it
         stream.ptr,
         ctypes.addressof(packed.pointers),
         0,
     )
+
+
+def allocate_workspace(cupy: Any, workspace: k.Workspace, elements: int) -> Any:
+    """A device buffer of `elements` (at least one) of the workspace's dtype; zero-filled
+    for a zeroed workspace (semaphores), on the current stream."""
+    make = cupy.zeros if workspace.zeroed else cupy.empty
+    return make(max(elements, 1), dtype=_cupy_dtype(workspace.dtype))
 
 
 def _extent_node(kernel: k.Kernel, tv: TensorView, axis: int) -> k.Node:
@@ -509,6 +572,13 @@ class CudaExecutable:
         positions: dict[int, int],
         outputs: list[PlannedOutput],
     ) -> PlannedLaunch:
+        cupy = self.cupy
+        # The plan's own workspace buffers, by workspace, shared by its two packings (they
+        # run on one stream, one after the other) and kept alive by the PlannedLaunch.
+        # The replay writes only tensor data pointers, so the workspace pointers set here
+        # stay as they are.
+        workspaces: dict[k.Workspace, Any] = {}
+
         def packed_for(vectorized: bool) -> tuple[Any, PackedArgs]:
             compiled = step.compiled(vectorized)
             packed = PackedArgs(compiled.packed.kernel)
@@ -516,14 +586,24 @@ class CudaExecutable:
                 packed.set_tensor(position, 0, sizes[t.name], alloc[t.name])
             for position, sc in enumerate(packed.kernel.scalars):
                 packed.set_scalar(position, values[sc.name])
+            zeroed = False
+            for position, w in enumerate(packed.kernel.workspaces):
+                if w not in workspaces:
+                    workspaces[w] = allocate_workspace(cupy, w, workspace_elements(w, params))
+                    zeroed = zeroed or w.zeroed
+                packed.set_workspace(position, workspaces[w].data.ptr)
+            if zeroed:  # zero-filled on this stream; a replay may launch on another one
+                cupy.cuda.get_current_stream().synchronize()
             return compiled.function.function, packed
 
         kernel = step.kernel
         strides_ok = all(
             all(st % t.vectorized == 0 for st in list(alloc[t.name])[:-1]) for t in kernel.tensors if t.vectorized > 1
         )
-        function, packed = packed_for(kernel.vectorized and strides_ok)
-        params = launch_params(packed.kernel, sizes, alloc, values)
+        vectorized = kernel.vectorized and strides_ok
+        # The fallback launches with these parameters too (the replay has one per launch).
+        params = launch_params(step.compiled(vectorized).packed.kernel, sizes, alloc, values)
+        function, packed = packed_for(vectorized)
         fallback_cache: list[tuple[Any, PackedArgs]] = []
 
         def fallback() -> tuple[Any, PackedArgs]:
@@ -542,7 +622,7 @@ class CudaExecutable:
             if kernel.vectorized and strides_ok
             else []
         )
-        return PlannedLaunch(function, fallback, packed, params, sources, checks, outputs)
+        return PlannedLaunch(function, fallback, packed, params, sources, checks, outputs, workspaces)
 
     def _output(self, out: Any, tensors: dict[int, Any]) -> Any:
         if isinstance(out, TensorView):

@@ -8,13 +8,19 @@ caller's framework (torch tensors for torch inputs, CuPy arrays otherwise, so no
 DLPack exchange), writes the pointers into the packed arguments and launches. The only
 per-call decision is the vector alignment of the pointers, which picks the vectorized
 kernel or its scalar fallback.
+
+A kernel's workspaces (grid reduction work buffers and semaphores) are allocated when
+the plan is made, sized from its launch, and their pointers written into the packed
+arguments then (for the fallback, when it is first packed); the plan keeps the buffers
+alive, and a replay never writes those pointers. Semaphores start zeroed and every
+launch leaves them zeroed, so one buffer serves every replay.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,6 +29,13 @@ from fuser_core.ir.dtype import DataType
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.runtime.artifacts import LaunchParams
 from fuser_core.scheduler.device import DeviceProperties
+
+# Generated kernels declare every shared array statically (`__shared__ T name[N];`), so
+# the loaded function already reserves it (LaunchParams.shared_bytes reports those bytes
+# for the dumps); asking cuLaunchKernel for them again as dynamic shared memory would
+# double the block's shared memory and fail past the 48 KiB a launch gets without opting
+# in. A printer that emits `extern __shared__` must size the dynamic part here.
+DYNAMIC_SHARED_BYTES = 0
 
 _TORCH_DTYPES = {
     DataType.Float: "float32",
@@ -71,6 +84,9 @@ class PlannedLaunch:
     sources: list[tuple[str, int]]  # per tensor parameter: ("input", position) or ("tensor", name)
     checks: list[tuple[int, int]]  # (parameter position, byte alignment) for vectorized tensors
     outputs: list[PlannedOutput]
+    # The device buffers the packed workspace pointers point into (by workspace), kept
+    # alive here; the fallback adds its own when it is first packed.
+    workspaces: dict[Any, Any] = field(default_factory=dict)
 
 
 class FastPlan:
@@ -123,7 +139,7 @@ class FastPlan:
                     b[0],
                     b[1],
                     b[2],
-                    launch.params.shared_bytes,
+                    DYNAMIC_SHARED_BYTES,  # launch.params.shared_bytes is static shared memory
                     stream_ptr,
                     packed.address,
                     0,

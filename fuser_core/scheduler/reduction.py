@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fuser_core.ir.fusion import Fusion
-from fuser_core.ir.iter_domain import ParallelType
+from fuser_core.ir.iter_domain import IterDomain, ParallelType
 from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler import common
@@ -162,7 +162,9 @@ class ReductionScheduler:
         limits = {tv.name: iteration_positions for tv in caches.inputs if self.persistent}
         limits.update(dict.fromkeys(params.buffers, iteration_positions))
         vectorized = {tv.name for tv in caches.inputs}
-        common.finish(fusion, partial, vectorized=vectorized, limits=limits, scheduled=scheduled)
+        common.propagate_from(fusion, partial, vectorized=vectorized, scheduled=scheduled)
+        _limit_to_own_iteration_loops(fusion, partial, iteration_positions, limits)
+        common.inline(fusion, limits)
         _rfactor_siblings(fusion, partial, reference)
         return ScheduleRecord(reference=f"T{partial.name}")
 
@@ -177,6 +179,29 @@ class OuterPersistentScheduler(ReductionScheduler):
     type = SchedulerType.outer_persistent
     persistent = True
     inner = False
+
+
+def _limit_to_own_iteration_loops(
+    fusion: Fusion, reference: TensorView, positions: int, limits: dict[int, int]
+) -> None:
+    """A persistent tensor is computed inside the row loops it has: a weight without the
+    row axes is loaded once per thread, before them, and reused for every row."""
+    rows = {id(_replay_root(d)) for d in reference.loop[:positions]}
+    for tv in fusion.used_tensors():
+        if tv.name not in limits:
+            continue
+        own = 0
+        for dim in tv.loop:
+            if id(_replay_root(dim)) not in rows:
+                break
+            own += 1
+        limits[tv.name] = min(limits[tv.name], own)
+
+
+def _replay_root(dim: IterDomain) -> IterDomain:
+    while dim.replayed_from is not None:
+        dim = dim.replayed_from
+    return dim
 
 
 def _is_serial(kind: ParallelType) -> bool:
@@ -208,7 +233,10 @@ def _schedule_reference(tv: TensorView, params: ReductionParams) -> int:
 def _inner_loops(tv: TensorView, params: ReductionParams, has_iteration: bool) -> int:
     r = 1 if has_iteration else 0
     tv.split(r, params.vectorize)
-    tv.split(r, params.threads_reduction)  # [.., R/(V*T), T, V]
+    if params.persistent:  # [.., batch, ceilDiv(R/V, batch), V]: a register buffer of a constant size
+        tv.split(r, params.persistent_batch, inner_split=False)
+    else:
+        tv.split(r, params.threads_reduction)  # [.., R/(V*T), T, V]
     _parallelize_reduction(tv, r, [ParallelType.Serial, ParallelType.TIDx, ParallelType.Vectorize], params)
     if not has_iteration:
         return 0
@@ -223,7 +251,10 @@ def _outer_loops(tv: TensorView, params: ReductionParams, has_iteration: bool) -
         tv.split(0, params.vectorize)
         tv.split(0, params.threads_iteration)
     r = 3 if has_iteration else 0
-    tv.split(r, params.threads_reduction)  # R -> [R/TY, TY]
+    if params.persistent:  # R -> [batch, ceilDiv(R, batch)]: a register buffer of a constant size
+        tv.split(r, params.persistent_batch, inner_split=False)
+    else:
+        tv.split(r, params.threads_reduction)  # R -> [R/TY, TY]
     _parallelize_reduction(tv, r, [ParallelType.Serial, ParallelType.TIDy], params)
     if not has_iteration:
         return 0
@@ -275,7 +306,18 @@ def _buffer_bytes_per_row(group: GroupView, info: RuntimeInfo) -> int:
 
 
 def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: bool, length: int, rows: int) -> int:
-    return common.vector_width(group, info, [length if inner else rows])
+    """Vectors run along the merged fastest axis (R for an inner reduction, I for an
+    outer one): only the part of it that is contiguous in memory, the trailing axes of
+    the merged set before another axis comes between them, can be read in vectors."""
+    reduced = [d.is_reduction for d in ref.logical]
+    contiguous = 1
+    for dim, is_reduced in reversed(list(zip(ref.logical, reduced, strict=True))):
+        if dim.is_broadcast:
+            continue
+        if is_reduced != inner:
+            break
+        contiguous *= max(1, info.extent(dim))
+    return common.vector_width(group, info, [length if inner else rows, contiguous])
 
 
 def _pow2_at_least(n: int, floor: int) -> int:

@@ -13,7 +13,7 @@ from fuser_core import DataType, FusionDefinition, load_repro, use_options
 pytestmark = pytest.mark.gpu
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "codegen"))
-from kernels_check import POINTWISE_FAMILY, SAMPLES_DIR, shrunk_sample  # noqa: E402
+from kernels_check import SAMPLES, SAMPLES_DIR, shrunk_sample  # noqa: E402
 
 
 def _host(value, dtype):
@@ -73,7 +73,7 @@ def _to_device(x):
     return cupy.asarray(x)
 
 
-@pytest.mark.parametrize("name", POINTWISE_FAMILY)
+@pytest.mark.parametrize("name", SAMPLES)
 @pytest.mark.parametrize("scale", ["shrunk", "bundled"])
 def test_samples_on_the_gpu_match_the_reference(name, scale):
     script = shrunk_sample(name) if scale == "shrunk" else SAMPLES_DIR / f"{name}.py"

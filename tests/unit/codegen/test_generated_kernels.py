@@ -16,11 +16,11 @@ from fuser_core.codegen import lower_group, print_kernel_ir, translation_unit
 from fuser_core.runtime.cuda_backend import generates_kernel, index_dtype
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kernels_check import POINTWISE_FAMILY, check_generated_kernels, runtime_and_inputs, shrunk_sample
+from kernels_check import SAMPLES, check_generated_kernels, runtime_and_inputs, shrunk_sample
 
 
 @pytest.mark.parametrize("vectorize", [True, False], ids=["vectorized", "scalar_fallback"])
-@pytest.mark.parametrize("name", POINTWISE_FAMILY)
+@pytest.mark.parametrize("name", SAMPLES)
 def test_sample_kernels_match_the_reference_on_the_interpreter(name, vectorize):
     runtime, inputs = runtime_and_inputs(shrunk_sample(name))
     checked = check_generated_kernels(runtime, inputs, vectorize=vectorize)
@@ -112,7 +112,7 @@ def test_integer_and_bool_math():
 
 
 def _sample_kernels():
-    for name in POINTWISE_FAMILY:
+    for name in SAMPLES:
         runtime, _ = runtime_and_inputs(Path(__file__).resolve().parents[3] / "sample_fusions" / f"{name}.py")
         for group in runtime.segmented.groups:
             if generates_kernel(group):
@@ -121,21 +121,16 @@ def _sample_kernels():
 
 def test_every_sample_kernel_compiles_to_ptx_for_sm90():
     nvrtc = pytest.importorskip("fuser_core.runtime.kernel_cache")
-    compiled = []
+    compiled, groups = [], 0
     for name, group, index_type in _sample_kernels():
+        groups += 1
         for vectorize in (True, False):
             kernel = lower_group(group.fusion, f"nvfuser_{name}_g{group.id}", index_dtype(index_type), vectorize)
             module = nvrtc.compile_kernel(translation_unit(kernel), kernel.name, arch="sm_90")
             assert f".entry {kernel.name}" in module.ptx
             compiled.append(kernel.name)
-    assert len(compiled) == 2 * len(POINTWISE_FAMILY)
-
-
-def test_reductions_are_refused_with_a_clear_error_until_part_2():
-    runtime, _ = runtime_and_inputs(shrunk_sample("softmax"))
-    group = runtime.segmented.groups[0]
-    with pytest.raises(FuserError, match="reduction and normalization kernels are not generated yet"):
-        lower_group(group.fusion, "k", DataType.Int32)
+    assert len(compiled) == 2 * groups
+    assert {n.rsplit("_g", 1)[0].removeprefix("nvfuser_") for n in compiled} == set(SAMPLES)
 
 
 def test_last_cuda_code_and_dumps_show_the_generated_kernel():
@@ -207,8 +202,29 @@ def test_newer_elementwise_ops_have_cuda_rules():
 def test_a_group_codegen_cannot_lower_yet_runs_on_the_host_with_its_reason():
     from fuser_core.runtime.cuda_backend import lowered_groups
 
-    runtime, _ = runtime_and_inputs(shrunk_sample("softmax"))
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.cast(fd.ops.exp(t0), DataType.Float8_e4m3fn))
+
+    runtime = _fusion_runtime(build, [_rand(4, 33)])
     kernels, refused = lowered_groups(runtime.segmented, runtime.name, "int32")
     assert kernels == {}
-    assert refused[0] == "CUDA codegen part 2 will generate inner_persistent groups"
-    assert runtime.kernels == ()
+    assert "has no CUDA code generation yet" in refused[0]
+
+
+def test_reduction_kernels_say_where_they_reduce():
+    """The schedule's parallel types decide the kernel's reductions: softmax reduces each
+    row across threadIdx.x; #785's 3-D sum at its bundled size is an outer reduction
+    across threadIdx.y, split over blockIdx.y (a grid reduction with its work buffers)."""
+    runtime, _ = runtime_and_inputs(shrunk_sample("softmax"))
+    text = print_kernel_ir(lower_group(runtime.segmented.groups[0].fusion, "k", DataType.Int32))
+    assert text.count("BLOCK REDUCE fmax") == 1 and text.count("BLOCK REDUCE add") == 1
+    assert "over threadIdx.x" in text and "GRID" not in text
+    runtime, _ = runtime_and_inputs(
+        Path(__file__).resolve().parents[3] / "sample_fusions" / "issue785_reduction_pow.py"
+    )
+    group = next(g for g in runtime.segmented.groups if g.scheduler.value == "reduction")
+    kernel = lower_group(group.fusion, "k", DataType.Int32)
+    text = print_kernel_ir(kernel)
+    assert "GRID REDUCE add" in text and "over threadIdx.y, blockIdx.y" in text
+    assert [w.zeroed for w in kernel.workspaces] == [False, True]

@@ -20,6 +20,7 @@ from fuser_core.codegen.kernel_ir import (
     LoopKind,
     Memory,
     Node,
+    ParallelReduce,
     Read,
     ScalarArg,
     ScalarParam,
@@ -35,7 +36,9 @@ from fuser_core.codegen.kernel_ir import (
 from fuser_core.ir.dtype import DataType
 
 IDX = DataType.Int32
+I64 = DataType.Int
 F32 = DataType.Float
+F16 = DataType.Half
 BOOL = DataType.Bool
 
 
@@ -653,3 +656,331 @@ def test_unbound_arguments_are_reported(rng):
         interpret(pointwise_kernel(), {"T0": TensorBinding.of(rand(rng, 4))}, {"s0": 1.0})
     with pytest.raises(KernelFault, match="scalar argument s0 is not given"):
         interpret(pointwise_kernel(), bind(rand(rng, 4), np.zeros(4, np.float32)))
+
+
+# -- Alloc.init ----------------------------------------------------------------------------
+
+
+def test_alloc_init_fills_registers_per_lane_and_shared_memory_converted_to_the_buffer_type(rng):
+    """`init` wins over `zero`; a register array takes each lane's value, an int buffer
+    the value converted as a cast would (truncated)."""
+    offset = float(rand(rng, 1)[0])
+    tx, k = var("tx"), var("k")
+    per_lane = bin_("+", Cast(F32, tx), ScalarParam(F32, "s0"))
+    body: list[Stmt] = [
+        Alloc("a", F32, 3, Memory.local, zero=True, init=per_lane),
+        Alloc("b", IDX, 2, Memory.shared, init=c(-2.7, F32)),
+        Alloc("h", F16, 1, Memory.local, init=c(1.0 / 3.0, F32)),
+        For(k, c(3), LoopKind.unroll, [Store("T0", bin_("+", bin_("*", tx, c(3)), k), Read(F32, "a", k))]),
+        Store("T1", tx, Read(IDX, "b", c(1))),
+        Store("T2", tx, Read(F16, "h", c(0))),
+    ]
+    kernel = Kernel(
+        "init",
+        [
+            tensor("T0", output=True),
+            tensor("T1", IDX, output=True, position=1),
+            tensor("T2", F16, output=True, position=2),
+        ],
+        [ScalarArg("s0", F32, 0)],
+        [For(tx, c(8), LoopKind.thread, body, "threadIdx.x")],
+        [LaunchDim("threadIdx.x", c(8))],
+        IDX,
+    )
+    out_a, out_b, out_h = np.full(24, np.nan, np.float32), np.zeros(8, np.int32), np.zeros(8, np.float16)
+    interpret(kernel, bind(out_a, out_b, out_h), {"s0": offset})
+    np.testing.assert_array_equal(
+        out_a.reshape(8, 3), np.repeat(np.arange(8, dtype=np.float32) + np.float32(offset), 3).reshape(8, 3)
+    )
+    np.testing.assert_array_equal(out_b, -2)
+    np.testing.assert_array_equal(out_h, np.float16(1.0 / 3.0))
+
+
+# -- block and grid reductions ---------------------------------------------------------------
+
+HW_NAMES = {
+    "blockIdx.x": "bx",
+    "blockIdx.y": "by",
+    "blockIdx.z": "bz",
+    "threadIdx.x": "tx",
+    "threadIdx.y": "ty",
+    "threadIdx.z": "tz",
+}
+
+
+def launch_nest(grid, block, body: list[Stmt]) -> list[Stmt]:
+    """`body` inside one bound loop per hardware index, exactly as wide as the launch."""
+    for (hw, name), dim in reversed(list(zip(HW_NAMES.items(), (*grid, *block), strict=True))):
+        kind = LoopKind.block if hw.startswith("block") else LoopKind.thread
+        body = [For(var(name), c(dim), kind, body, hw)]
+    return body
+
+
+def lane_index(grid, block) -> Node:
+    """The lane's number, block-major with x fastest: one input and output element per lane."""
+    b = bin_("+", bin_("*", bin_("+", bin_("*", var("bz"), c(grid[1])), var("by")), c(grid[0])), var("bx"))
+    t = bin_("+", bin_("*", bin_("+", bin_("*", var("tz"), c(block[1])), var("ty")), c(block[0])), var("tx"))
+    return bin_("+", bin_("*", b, c(int(np.prod(block)))), t)
+
+
+def lane_coords(grid, block) -> dict[str, np.ndarray]:
+    threads = int(np.prod(block))
+    lane = np.arange(int(np.prod(grid)) * threads)
+    coords = {}
+    for kind, linear, dims in (("blockIdx", lane // threads, grid), ("threadIdx", lane % threads, block)):
+        x, y, z = np.unravel_index(linear, dims[::-1])[::-1]
+        coords.update({f"{kind}.x": x, f"{kind}.y": y, f"{kind}.z": z})
+    return coords
+
+
+def group_reduce(values, grid, block, reduced, reduce) -> np.ndarray:
+    """Every lane's value combined over the lanes that differ from it only along `reduced`."""
+    coords = lane_coords(grid, block)
+    keys = np.stack([coords[hw] for hw in HW_NAMES if hw not in reduced], axis=1)
+    _, group = np.unique(keys, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    result = np.empty_like(values)
+    for g in range(group.max() + 1):
+        result[group == g] = reduce(values[group == g])
+    return result
+
+
+def reduce_kernel(op, dtype, grid, block, thread_dims, block_dims=(), last=None, stored=None) -> Kernel:
+    """acc = T0[lane]; reduce acc; T1[lane] = acc (under `stored` if given)."""
+    lane = var("lane")
+    store: Stmt = Store("T1", lane, Read(dtype, "acc", c(0)))
+    body: list[Stmt] = [
+        Define(lane, lane_index(grid, block)),
+        Alloc("acc", dtype, 1, Memory.local),
+        Store("acc", c(0), Read(dtype, "T0", lane)),
+        ParallelReduce(op, ("acc",), c(0), (dtype,), thread_dims, block_dims, last=last),
+        store if stored is None else If(stored, [store]),
+    ]
+    return Kernel(
+        f"reduce_{op}",
+        [tensor("T0", dtype), tensor("T1", dtype, output=True)],
+        [],
+        launch_nest(grid, block, body),
+        [],
+        IDX,
+    )
+
+
+def test_block_sum_over_threadIdx_x_stored_by_thread_0(rng):
+    """Blocks of 8 x 2 threads, 6 blocks: each (block, threadIdx.y) row of 8 sums T0 and
+    its squares (count 2); thread 0 of the row stores, every thread holds the result."""
+    grid, block = (3, 2, 1), (8, 2, 1)
+    n = 6 * 16
+    x = rand(rng, n)
+    lane, tx = var("lane"), var("tx")
+    row = bin_("/", lane, c(8))
+    body: list[Stmt] = [
+        Define(lane, lane_index(grid, block)),
+        Alloc("acc", F32, 2, Memory.local),
+        Store("acc", c(0), Read(F32, "T0", lane)),
+        Store("acc", c(1), bin_("*", Read(F32, "T0", lane), Read(F32, "T0", lane))),
+        ParallelReduce("add", ("acc",), c(0), (F32,), ("threadIdx.x",), count=2),
+        If(
+            bin_("==", tx, c(0)),
+            [Store("T1", row, Read(F32, "acc", c(0))), Store("T2", row, Read(F32, "acc", c(1)))],
+        ),
+        Store("T3", lane, Read(F32, "acc", c(0))),
+    ]
+    kernel = Kernel(
+        "block_sum",
+        [tensor("T0"), *(tensor(f"T{k}", output=True, position=k - 1) for k in (1, 2, 3))],
+        [],
+        launch_nest(grid, block, body),
+        [],
+        IDX,
+    )
+    sums, squares, every = (
+        np.full(12, np.nan, np.float32),
+        np.full(12, np.nan, np.float32),
+        np.full(n, np.nan, np.float32),
+    )
+    writes = LaneWrites()
+    interpret(kernel, bind(x, sums, squares, every), grid=grid, block=block, lane_writes=writes)
+    rows = x.reshape(12, 8)
+    np.testing.assert_allclose(sums, rows.sum(axis=1), rtol=1e-5)
+    np.testing.assert_allclose(squares, (rows * rows).sum(axis=1), rtol=1e-5)
+    np.testing.assert_allclose(every, np.repeat(rows.sum(axis=1), 8), rtol=1e-5)
+    np.testing.assert_array_equal(writes.coordinates("T1")[:, 3], 0)  # threadIdx.x == 0 stored
+
+
+@pytest.mark.parametrize("op", ["max", "fmax", "min", "fmin"])
+def test_max_and_min_reductions_propagate_nan(rng, op):
+    grid, block = (4, 1, 1), (16, 1, 1)
+    x = rand(rng, 64)
+    x[[5, 17, 30]] = np.nan  # blocks 0 and 1 hold a NaN, 2 and 3 none
+    out = np.zeros(64, np.float32)
+    interpret(reduce_kernel(op, F32, grid, block, ("threadIdx.x",)), bind(x, out), grid=grid, block=block)
+    ufunc = np.maximum if "max" in op else np.minimum
+    expected = np.repeat(ufunc.reduce(x.reshape(4, 16), axis=1), 16)
+    np.testing.assert_array_equal(out, expected)
+    assert np.isnan(out[:32]).all() and not np.isnan(out[32:]).any()
+
+
+def test_y_reduction_groups_threads_by_threadIdx_x(rng):
+    """thread_dims threadIdx.y: each column (block, threadIdx.x, threadIdx.z) of 8 threads."""
+    grid, block = (2, 1, 2), (4, 8, 2)
+    x = rand(rng, 4 * 64)
+    out = np.full(x.size, np.nan, np.float32)
+    stored = bin_("==", var("ty"), c(0))
+    kernel = reduce_kernel("add", F32, grid, block, ("threadIdx.y",), stored=stored)
+    interpret(kernel, bind(x, out), grid=grid, block=block)
+    lanes = x.reshape(4, 2, 8, 4)  # block, tz, ty, tx
+    expected = np.full_like(lanes, np.nan)
+    expected[:, :, 0, :] = lanes.sum(axis=2)
+    np.testing.assert_allclose(out, expected.reshape(-1), rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("op", "dtype", "reference"),
+    [
+        ("add", F32, np.add.reduce),
+        ("mul", F32, np.multiply.reduce),
+        ("add", F16, lambda v: np.add.reduce(v.astype(np.float32))),  # computed in float
+        ("bitwise_and", IDX, np.bitwise_and.reduce),
+        ("bitwise_or", IDX, np.bitwise_or.reduce),
+        ("bitwise_xor", IDX, np.bitwise_xor.reduce),
+        ("logical_and", BOOL, np.logical_and.reduce),
+        ("logical_or", BOOL, np.logical_or.reduce),
+        ("max", I64, np.maximum.reduce),
+    ],
+)
+@pytest.mark.parametrize("thread_dims", [("threadIdx.x",), ("threadIdx.x", "threadIdx.y"), ("threadIdx.z",)])
+def test_block_reduction_ops_and_dimensions(rng, op, dtype, reference, thread_dims):
+    grid, block = (3, 1, 1), (4, 2, 3)
+    n = 3 * 24
+    if dtype == BOOL:
+        x = rng.random(n) < (0.85 if op == "logical_and" else 0.15)
+    elif dtype.is_integral:
+        x = rng.integers(1, 1 << 20, n).astype(dtype.numpy)
+    else:
+        x = rand(rng, n, dtype=dtype.numpy)
+    out = np.zeros(n, dtype.numpy)
+    interpret(reduce_kernel(op, dtype, grid, block, thread_dims), bind(x, out), grid=grid, block=block)
+    expected = group_reduce(x, grid, block, thread_dims, reference)
+    if dtype.is_floating:
+        np.testing.assert_allclose(
+            out.astype(np.float32), expected.astype(np.float32), rtol=2e-3 if dtype == F16 else 1e-5
+        )
+    else:
+        np.testing.assert_array_equal(out, expected)
+    if dtype == BOOL:
+        assert out.any() and not out.all()
+
+
+@pytest.mark.parametrize("thread_dims", [("threadIdx.x",), ()])
+def test_grid_reduction_over_blockIdx_y_lands_in_the_last_block(rng, thread_dims):
+    """Blocks along y (and threads along x, or none) combine; the last block (blockIdx.y
+    == 4) holds the result and `last`; the store is predicated on it (and threadIdx.x == 0)."""
+    grid, block = (2, 5, 1), (8, 1, 1)
+    x = rand(rng, 80)
+    out = np.full(80, np.nan, np.float32)
+    last = var("last", BOOL)
+    stored: Node = last
+    if thread_dims:
+        stored = bin_("&&", last, bin_("==", var("tx"), c(0)))
+    kernel = reduce_kernel("add", F32, grid, block, thread_dims, ("blockIdx.y",), last=last, stored=stored)
+    writes = LaneWrites()
+    interpret(kernel, bind(x, out), grid=grid, block=block, lane_writes=writes)
+    reduced = (*thread_dims, "blockIdx.y")
+    expected = group_reduce(x, grid, block, reduced, np.add.reduce)
+    coords = lane_coords(grid, block)
+    stores = coords["blockIdx.y"] == 4
+    if thread_dims:
+        stores &= coords["threadIdx.x"] == 0
+    np.testing.assert_allclose(out[stores], expected[stores], rtol=1e-5)
+    assert np.isnan(out[~stores]).all()
+    np.testing.assert_array_equal(writes.count["T1"], stores)
+    if thread_dims:  # one sum per blockIdx.x, over its 5 blocks of 8 threads
+        np.testing.assert_allclose(out[stores], x.reshape(5, 2, 8).sum(axis=(0, 2)), rtol=1e-5)
+
+
+def test_grid_reduction_some_blocks_never_reach_is_a_fault(rng):
+    grid, block = (1, 5, 1), (4, 1, 1)
+    x, out = rand(rng, 20), np.zeros(20, np.float32)
+    kernel = reduce_kernel("add", F32, grid, block, ("threadIdx.x",), ("blockIdx.y",))
+    reduce_stmt = kernel.body[0]
+    # Wrap everything under blockIdx.y in `by < 3`: blocks 3 and 4 never arrive.
+    assert isinstance(reduce_stmt, For)
+    by_loop = reduce_stmt.body[0]
+    assert isinstance(by_loop, For) and by_loop.hardware == "blockIdx.y"
+    by_loop.body = [If(bin_("<", var("by"), c(3)), by_loop.body)]
+    with pytest.raises(
+        KernelFault, match=r"grid reduction of acc over blockIdx\.y is not reached by blockIdx=\(0, 3, 0\)"
+    ):
+        interpret(kernel, bind(x, out), grid=grid, block=block)
+
+
+def test_welford_block_reduction_of_serial_partials(rng):
+    """Each of 16 threads folds up to 5 elements of its block's row into (avg, M2, N) with
+    Welford's update; the block combines the partials. Rows of 70: threads 14 and 15 hold
+    N == 0, the identity."""
+    rows, per_thread, threads, length = 3, 5, 16, 70
+    x = rand(rng, rows, length) + np.float32(3)
+    bx, tx, j = var("bx"), var("tx"), var("j")
+    col = bin_("+", bin_("*", tx, c(per_thread)), j)
+    value = Read(F32, "T0", bin_("+", bin_("*", bx, stride("T0", 0)), col))
+    avg, m2, n = (Read(F32, "avg", c(0)), Read(F32, "M2", c(0)), Read(I64, "N", c(0)))
+    delta = var("delta", F32)
+    update: list[Stmt] = [
+        Define(var("x", F32), value),
+        Store("N", c(0), bin_("+", n, c(1, I64))),
+        Define(delta, bin_("-", var("x", F32), avg)),
+        Store("avg", c(0), bin_("+", avg, bin_("/", delta, Cast(F32, n)))),
+        Store("M2", c(0), bin_("+", m2, bin_("*", delta, bin_("-", var("x", F32), avg)))),
+    ]
+    body: list[Stmt] = [
+        Alloc("avg", F32, 1, Memory.local, init=c(0.0, F32)),
+        Alloc("M2", F32, 1, Memory.local, init=c(0.0, F32)),
+        Alloc("N", I64, 1, Memory.local, zero=True),
+        For(j, c(per_thread), LoopKind.serial, [If(bin_("<", col, size("T0", 1)), update)]),
+        ParallelReduce("welford", ("avg", "M2", "N"), c(0), (F32, F32, I64), ("threadIdx.x",)),
+        If(
+            bin_("==", tx, c(0)),
+            [Store("T1", bx, avg), Store("T2", bx, m2), Store("T3", bx, n)],
+        ),
+    ]
+    kernel = Kernel(
+        "welford",
+        [
+            tensor("T0", ndim=2),
+            tensor("T1", output=True),
+            tensor("T2", output=True, position=1),
+            tensor("T3", I64, output=True, position=2),
+        ],
+        [],
+        [For(bx, c(rows), LoopKind.block, [For(tx, c(threads), LoopKind.thread, body, "threadIdx.x")], "blockIdx.x")],
+        [LaunchDim("blockIdx.x", c(rows)), LaunchDim("threadIdx.x", c(threads))],
+        IDX,
+    )
+    mean, var_sum, count = (
+        np.full(rows, np.nan, np.float32),
+        np.full(rows, np.nan, np.float32),
+        np.zeros(rows, np.int64),
+    )
+    interpret(kernel, bind(x, mean, var_sum, count))
+    np.testing.assert_array_equal(count, length)
+    np.testing.assert_allclose(mean, x.mean(axis=1), rtol=1e-5)
+    expected_m2 = ((x.astype(np.float64) - x.mean(axis=1, dtype=np.float64)[:, None]) ** 2).sum(axis=1)
+    np.testing.assert_allclose(var_sum, expected_m2, rtol=1e-4)
+
+
+def test_parallel_reduce_reached_by_part_of_a_block_is_a_fault(rng):
+    grid, block = (2, 1, 1), (8, 1, 1)
+    x, out = rand(rng, 16), np.zeros(16, np.float32)
+    kernel = reduce_kernel("add", F32, grid, block, ("threadIdx.x",))
+    tx_loop = kernel.body[0]
+    while isinstance(tx_loop, For) and tx_loop.hardware != "threadIdx.x":
+        tx_loop = tx_loop.body[0]
+    assert isinstance(tx_loop, For)
+    tx_loop.body = [If(bin_("<", var("tx"), c(4)), tx_loop.body)]  # half of each block reduces
+    with pytest.raises(
+        KernelFault,
+        match=r"reduce_add: ParallelReduce \(block reduction of acc\) reached by only part of a block "
+        r"\(not by blockIdx=\(0, 0, 0\) threadIdx=\(4, 0, 0\)\): divergent barrier",
+    ):
+        interpret(kernel, bind(x, out), grid=grid, block=block)

@@ -1,0 +1,122 @@
+"""Reduction and normalization kernels on the GPU against the reference backend: random
+fusions (seeded draws of the space CI covers with hypothesis) over rank, reduced axes,
+keepdim, dtype and odd sizes; rows shorter and longer than a block; a grid reduction run
+many times; a sum over more than 2^31 elements."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fuser_core import DataType, FusionDefinition, use_options
+
+pytestmark = pytest.mark.gpu
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "codegen"))
+from kernels_check import reduction_fusion  # noqa: E402
+from test_cuda_backend import _compare, _host, _to_device  # noqa: E402
+
+DTYPES = {"float32": DataType.Float, "float16": DataType.Half, "bfloat16": DataType.BFloat16}
+
+
+def _inputs(rng, shape, dtype):
+    return (rng.standard_normal(shape) + 0.25).astype(dtype.numpy)
+
+
+def _check(fd, inputs, length):
+    """Both backends; tolerances grow with the reduction length (float sums reassociate)."""
+    with use_options(backend="reference"):
+        expected = fd.execute(inputs)
+    with use_options(backend="cuda"):
+        got = fd.execute([_to_device(x) if isinstance(x, np.ndarray) else x for x in inputs])
+    report = fd.executor_cache.last_report
+    assert report.runtime.backend_name == "cuda"
+
+    for g, e, tv in zip(got, expected, fd.fusion.outputs, strict=True):
+        g = _host(g, tv.dtype).astype(np.float64)
+        e = np.asarray(e).astype(np.float64)
+        if tv.dtype.itemsize >= 4 and length > 4096:
+            np.testing.assert_allclose(g, e, rtol=2e-4, atol=2e-4 * max(1.0, float(np.abs(e).max(initial=0))))
+        else:
+            _compare(g.astype(e.dtype), e, f"T{tv.name}", tv.dtype)
+    return report
+
+
+def _random_cases(count: int, seed: int = 2026) -> list[tuple]:
+    """Random fusions drawn from a seeded generator (the GPU machine has no hypothesis; CI
+    runs the hypothesis version of the same space on the interpreter)."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    while len(cases) < count:
+        rank = int(rng.integers(1, 4))
+        shape = [int(rng.choice([1, 3, 5, 32, 127, 1023])) for _ in range(rank)]
+        if int(np.prod(shape)) == 1:
+            continue
+        axes = sorted({int(a) for a in rng.choice(rank, size=int(rng.integers(1, rank + 1)), replace=False)})
+        op = str(rng.choice(["sum", "max", "min", "var_mean"]))
+        cases.append((shape, axes, op, bool(rng.integers(2)), str(rng.choice(sorted(DTYPES))), bool(rng.integers(2))))
+    return cases
+
+
+@pytest.mark.parametrize(("shape", "axes", "op", "keepdim", "dtype", "normalize"), _random_cases(40))
+def test_random_reductions_and_normalizations(shape, axes, op, keepdim, dtype, normalize):
+    dt = DTYPES[dtype]
+    fd = reduction_fusion(shape, axes, op, keepdim, dt, normalize)
+    rng = np.random.default_rng(sum(shape) + len(axes))
+    length = int(np.prod([shape[a] for a in axes]))
+    _check(fd, [_inputs(rng, shape, dt)], length)
+
+
+@pytest.mark.parametrize("row", [1, 3, 1023, 2**20 + 1])
+@pytest.mark.parametrize("rows", [1, 7, 600])
+def test_rows_shorter_and_longer_than_a_block(row, rows):
+    if row * rows > 2**25:
+        rows = 3
+    rng = np.random.default_rng(row + rows)
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        m = fd.ops.max(t0, [1])
+        e = fd.ops.exp(fd.ops.sub(t0, fd.ops.broadcast_in_dim(m, shape=t0.shape(), broadcast_dims=[0])))
+        s = fd.ops.sum(e, [1])
+        fd.add_output(fd.ops.div(e, fd.ops.broadcast_in_dim(s, shape=t0.shape(), broadcast_dims=[0])))
+        fd.add_output(fd.ops.sum(t0, [1]))
+    _check(fd, [_inputs(rng, (rows, row), DataType.Float)], row)
+
+
+def test_a_grid_reduction_gives_the_same_bits_every_time():
+    """The work buffer and semaphores are reused: a semaphore left dirty would let a block
+    finish early the next time and change the result."""
+    import cupy
+
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(t0, [0]))
+    x = cupy.random.standard_normal((65536, 512), dtype=cupy.float32)
+    with use_options(backend="cuda"):
+        first = fd.execute([x])[0].get()
+        steps = fd.executor_cache.last_runtime.executable.steps
+        assert any(getattr(step, "kernel", None) and step.kernel.workspaces for step in steps), "no grid reduction"
+        for _ in range(50):
+            again = fd.execute([x])[0].get()
+            np.testing.assert_array_equal(again, first)
+    np.testing.assert_allclose(first, cupy.asnumpy(x.astype(cupy.float64).sum(axis=0)), rtol=1e-4, atol=1e-3)
+
+
+def test_a_sum_of_more_than_2_pow_31_elements():
+    import cupy
+
+    n = 2**31 + 37
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Half)
+        fd.add_output(fd.ops.sum(fd.ops.cast(t0, DataType.Float), [0]))
+    x = cupy.random.random(n, dtype=cupy.float32).astype(cupy.float16)
+    with use_options(backend="cuda"):
+        (out,) = fd.execute([x])
+    assert fd.executor_cache.last_runtime.signature.index_type == "int64"
+    want = float(x.astype(cupy.float64).sum())
+    assert abs(float(out.get()) - want) <= 1e-4 * abs(want)
+    del x
