@@ -188,6 +188,25 @@ __device__ __forceinline__ void welfordCombine(T& avg, T& m2, N& n, T avg_b, T m
 
 template <bool RX, bool RY, bool RZ, typename T, typename N>
 __device__ __forceinline__ void blockWelford(T& avg, T& m2, N& n, T* s_avg, T* s_m2, N* s_n) {
+  if (RX && !RY && !RZ && (blockDim.x & 31) == 0) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      const T avg_b = fuser_shfl_xor(avg, offset), m2_b = fuser_shfl_xor(m2, offset);
+      const N n_b = fuser_shfl_xor(n, offset);
+      welfordCombine(avg, m2, n, avg_b, m2_b, n_b);
+    }
+    if (blockDim.x == 32) return;
+    const unsigned warps = blockDim.x >> 5;
+    const unsigned base = (threadIdx.z * blockDim.y + threadIdx.y) * warps;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) {
+      s_avg[base + (threadIdx.x >> 5)] = avg; s_m2[base + (threadIdx.x >> 5)] = m2; s_n[base + (threadIdx.x >> 5)] = n;
+    }
+    __syncthreads();
+    avg = s_avg[base]; m2 = s_m2[base]; n = s_n[base];
+    for (unsigned w = 1; w < warps; ++w) welfordCombine(avg, m2, n, s_avg[base + w], s_m2[base + w], s_n[base + w]);
+    return;
+  }
   unsigned rank, size, group;
   reductionGroup<RX, RY, RZ>(rank, size, group);
   const unsigned base = group * size;

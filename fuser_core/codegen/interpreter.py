@@ -594,7 +594,7 @@ class _Machine:
     def whole_blocks(self, frame: _Frame, what: str) -> np.ndarray:
         """Which blocks reach a barrier; a block that only part of reaches is a fault."""
         per_block = frame.mask.reshape(self.launch.blocks, self.launch.threads)
-        arrived = per_block.any(axis=1)
+        arrived = np.asarray(per_block.any(axis=1))
         partial = arrived & ~per_block.all(axis=1)
         if partial.any():
             lane = self.first(np.repeat(partial, self.launch.threads) & ~frame.mask)

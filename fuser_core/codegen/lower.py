@@ -54,6 +54,7 @@ from fuser_core.ir.tensor_exprs import (
     WelfordOp,
 )
 from fuser_core.ir.tensor_view import MemoryType, TensorView, transforms_between
+from fuser_core.scheduler.loop_check import loop_domain_problems
 from fuser_core.scheduler.reduction import MAX_THREADS
 
 INDEX = DataType.Index
@@ -224,6 +225,7 @@ class Lowering:
             implied = self._backward(expr, index)
             if not reductions:
                 valid = land(valid, implied)
+            valid = land(valid, self._inner_split_check(expr, index, overflow, reductions))
             _propagate_overflow(self, expr, overflow)
         for dim in tv.logical:
             if dim.is_broadcast or dim.is_reduction != reductions:
@@ -231,6 +233,19 @@ class Lowering:
             if overflow.get(id(dim), False):
                 valid = land(valid, lt(index[id(dim)], self.extent(dim)))
         return index, valid
+
+    def _inner_split_check(
+        self, expr: object, index: dict[int, k.Node], overflow: dict[int, bool], reductions: bool
+    ) -> k.Node:
+        """An inner split output whose index may run past its extent would alias the next
+        outer index's elements (read twice): it is checked against its own extent."""
+        if not isinstance(expr, Split):
+            return TRUE
+        inner = expr.outputs[1]
+        assert isinstance(inner, IterDomain)
+        if not overflow.get(id(inner), False) or inner.is_broadcast or inner.is_reduction != reductions:
+            return TRUE
+        return lt(index[id(inner)], self.extent(inner))
 
     def _backward(self, expr: object, index: dict[int, k.Node]) -> k.Node:
         """Indices of an ID expression's inputs from its outputs; the validity it implies."""
@@ -304,6 +319,7 @@ class Lowering:
             overflow: dict[int, bool] = {}
             for t in reversed(transforms_between(tv.root, tv.logical)):
                 self._backward(t, index)
+                valid = land(valid, self._inner_split_check(t, index, overflow, True))
                 _propagate_overflow(self, t, overflow)
             for dim in tv.root:
                 if dim.is_reduction and overflow.get(id(dim), False):
@@ -316,7 +332,7 @@ class Lowering:
     def _for_buffer(self, tv: TensorView, inst: Instance) -> Instance:
         """The instance a materialized tensor is computed at: the consumer's bounds checks on
         loops this tensor does not iterate (a later reduction's, say) say nothing of it."""
-        own = {loop_var(d).name for d in tv.loop}
+        own = {loop_var(d).name for d in tv.loop if not d.is_reduction}  # a reduction's value spans its own
         terms: list[k.Node] = []
         for term in _conjuncts(inst.valid):
             if _loop_vars(term) <= own and term not in terms:
@@ -556,7 +572,7 @@ class Lowering:
             c for d, c in zip(tv.domain.maybe_allocation, tv.domain.contiguity, strict=True) if not d.is_reduction
         ]
         coord_of = {id(d): c for d, c in zip(logical, coords, strict=True)}
-        index: k.Node = k.Const(INDEX, 0)
+        terms: list[tuple[k.Node, k.Node, k.Node]] = []  # (coordinate, stride, extent), inner first
         stride: k.Node = k.Const(INDEX, 1)
         is_input = tv in self.inputs
         for axis in reversed(range(len(alloc))):
@@ -565,8 +581,12 @@ class Lowering:
                 continue
             if is_input and contiguity[axis] is False:
                 stride = k.TensorField(INDEX, f"T{tv.name}", "alloc_stride", axis)
-            index = add(index, mul(coord_of[id(dim)], stride))
-            stride = mul(stride, self.scalar(dim.maybe_expanded_extent, INDEX))
+            extent = self.scalar(dim.maybe_expanded_extent, INDEX)
+            terms.append((coord_of[id(dim)], stride, extent))
+            stride = mul(stride, extent)
+        index: k.Node = k.Const(INDEX, 0)
+        for coord, term_stride, _ in _merge_contiguous(terms):
+            index = add(index, mul(coord, term_stride))
         return index
 
     # -- values ----------------------------------------------------------------------------------
@@ -710,6 +730,11 @@ class Lowering:
             return self._lower()
 
     def _lower(self) -> k.Kernel:
+        problems = loop_domain_problems(self.fusion)
+        if problems:  # a kernel from these loops would skip data: refuse it (the group runs on the host)
+            raise FuserError(
+                f"the schedule's loops do not cover the data ({problems[0]})", op="codegen", tensor=self.name
+            )
         for tv in self.outputs:
             if any(d.is_broadcast and d.has_expanded_extent for d in tv.logical_no_reductions()):
                 raise FuserError(
@@ -1030,6 +1055,30 @@ MAX_BLOCK_THREADS = 1024
 REDUCTION_MAX_THREADS = MAX_THREADS  # the reduction schedulers' largest block
 _THREADS = (ParallelType.TIDx, ParallelType.TIDy, ParallelType.TIDz)
 _BLOCKS = (ParallelType.BIDx, ParallelType.BIDy, ParallelType.BIDz)
+
+
+def _merge_contiguous(terms: list[tuple[k.Node, k.Node, k.Node]]) -> list[tuple[k.Node, k.Node, k.Node]]:
+    """Adjacent axes whose coordinates split one index `x` by the inner extent n, as
+    (x / n, x % n), with the outer stride n times the inner one, are one axis indexed by
+    `x`: a merged schedule axis over contiguous memory needs no division."""
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(terms) - 1):
+            (inner, inner_stride, inner_extent), (outer, outer_stride, outer_extent) = terms[i], terms[i + 1]
+            if (
+                isinstance(inner, k.Bin)
+                and isinstance(outer, k.Bin)
+                and inner.op == "%"
+                and outer.op == "/"
+                and inner.a == outer.a
+                and inner.b == outer.b == inner_extent
+                and outer_stride == mul(inner_stride, inner_extent)
+            ):
+                terms[i : i + 2] = [(inner.a, inner_stride, mul(inner_extent, outer_extent))]
+                changed = True
+                break
+    return terms
 
 
 def _hoisted(materialized: list[TensorView]) -> list[TensorView]:

@@ -198,6 +198,9 @@ def lt(a: k.Node, b: k.Node) -> k.Node:
     a_bound = bound(a)
     if a_bound is not None and isinstance(vb, int) and not isinstance(vb, bool) and a_bound <= vb:
         return k.Const(BOOL, True)
+    if isinstance(a, k.Bin) and a.op == "/" and a.dtype.is_integral and const_value(a.b) is None:
+        # Index math is never negative: x / n < e exactly when x < e * n (no run-time division).
+        return lt(a.a, mul(b, a.b))
     return k.Bin(BOOL, "<", a, b)
 
 
@@ -210,7 +213,17 @@ def land(a: k.Node, b: k.Node) -> k.Node:
         return k.Const(BOOL, False)
     if a == b:
         return a
+    if isinstance(b, k.Bin) and b.op == "&&":  # conjunct by conjunct, so none is checked twice
+        return land(land(a, b.a), b.b)
+    if b in _conjuncts(a):
+        return a
     return k.Bin(BOOL, "&&", a, b)
+
+
+def _conjuncts(node: k.Node) -> list[k.Node]:
+    if isinstance(node, k.Bin) and node.op == "&&":
+        return [*_conjuncts(node.a), *_conjuncts(node.b)]
+    return [node]
 
 
 def rebuild(node: k.Bin, a: k.Node, b: k.Node) -> k.Node:

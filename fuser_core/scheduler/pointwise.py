@@ -96,8 +96,10 @@ class PointwiseScheduler:
             else:
                 inner.append(extent)
         right = _product(info, dims[break_point:])
-        offsets = amounts if through_resize and amounts else []
-        vectorize = common.vector_width(group, info, [*inner, *offsets, right]) if dims else 1
+        # A tensor read both straight and through a slice or pad of the inner axis is read
+        # at every offset: the width divides all of them, and a run-time offset allows none.
+        offsets = amounts or []
+        vectorize = common.vector_width(group, info, [*inner, *offsets, right]) if dims and amounts is not None else 1
         unroll = common.unroll_factor(elements, THREADS_X * vectorize, info.device.sm_count)
         if through_resize:
             unroll = 1  # each offset read is its own register array: keep them few

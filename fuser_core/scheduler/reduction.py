@@ -40,6 +40,7 @@ from fuser_core.scheduler.tensor_ops import rfactor
 # after indexing and temporaries, in bytes.
 REGISTER_BUDGET_BYTES = 160 * 4
 MAX_THREADS = 512
+PERSISTENT_VECTORS = 4  # vector loads per thread a persistent row is aimed at
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,13 @@ class ReductionScheduler:
         self, group: GroupView, info: RuntimeInfo, ref: TensorView, rows: int, length: int, vec: int
     ) -> ReductionParams:
         lanes = -(-length // vec)
-        threads = min(MAX_THREADS, _pow2_at_least(min(lanes, MAX_THREADS), 32))
-        rows_per_block = max(1, min(MAX_THREADS // threads, _pow2_floor(max(1, 128 // max(lanes, 1)))))
+        if self.persistent:
+            # A few vectors per thread keep loads in flight and make the reductions cheap
+            # (a row of up to 128 vectors reduces within one warp: shuffles, no barrier).
+            threads = min(MAX_THREADS, _pow2_at_least(-(-lanes // PERSISTENT_VECTORS), 32))
+        else:
+            threads = min(MAX_THREADS, _pow2_at_least(min(lanes, MAX_THREADS), 32))
+        rows_per_block = max(1, min(MAX_THREADS // threads, _pow2_floor(max(1, 128 // threads))))
         batch = -(-lanes // threads)
         grid = 1
         row_bytes = _buffer_bytes_per_row(group, info) if self.persistent else 0
@@ -125,7 +131,7 @@ class ReductionScheduler:
             grid = min(_pow2_floor(batch // 8), 4 * info.device.sm_count // max(rows, 1), 65535)
             grid = max(grid, 1)
             batch = -(-batch // grid)
-        unroll = min(4, batch) if not self.persistent else 1
+        unroll = _pow2_floor(min(4, batch)) if not self.persistent else 1
         return ReductionParams(
             self.type, ref.name, True, self.persistent, vec, threads, rows_per_block, grid, batch, unroll,
             rows, length, row_bytes, row_bytes // max(threads, 1) > REGISTER_BUDGET_BYTES,
@@ -145,8 +151,9 @@ class ReductionScheduler:
         if not self.persistent and blocks < info.device.sm_count and batch > 16:
             grid = max(1, min(info.device.sm_count * 2 // blocks, batch // 16, 65535))
             batch = -(-batch // grid)
+        unroll = 1 if self.persistent else min(4, _pow2_floor(max(batch, 1)))
         return ReductionParams(
-            self.type, ref.name, False, self.persistent, vec, threads_y, threads_x, grid, batch, 1,
+            self.type, ref.name, False, self.persistent, vec, threads_y, threads_x, grid, batch, unroll,
             rows, length, row_bytes, row_bytes * threads_x // max(rows, 1) > REGISTER_BUDGET_BYTES * threads_x,
             _buffers(group, self.persistent),
         )  # fmt: skip
@@ -161,9 +168,15 @@ class ReductionScheduler:
         scheduled = [reference] if partial is not reference else []
         limits = {tv.name: iteration_positions for tv in caches.inputs if self.persistent}
         limits.update(dict.fromkeys(params.buffers, iteration_positions))
-        vectorized = {tv.name for tv in caches.inputs}
+        # Global loads and stores both go in vectors (16-byte stores, not one store per element).
+        vectorized = {tv.name for tv in caches.inputs} | {
+            tv.name for tv in fusion.outputs if isinstance(tv, TensorView)
+        }
         common.propagate_from(fusion, partial, vectorized=vectorized, scheduled=scheduled)
         _limit_to_own_iteration_loops(fusion, partial, iteration_positions, limits)
+        for tv in caches.inputs:  # a vector load fills a register buffer; its elements are read from there
+            if tv.loop and tv.loop[-1].parallel_type == ParallelType.Vectorize:
+                limits[tv.name] = min(limits.get(tv.name, len(tv.loop)), len(tv.loop) - 1)
         common.inline(fusion, limits)
         _rfactor_siblings(fusion, partial, reference)
         return ScheduleRecord(reference=f"T{partial.name}")
@@ -274,6 +287,10 @@ def _parallelize_reduction(tv: TensorView, r: int, kinds: list[ParallelType], pa
         kinds = [ParallelType.BIDy, *kinds]
     for offset, kind in enumerate(kinds):
         tv.parallelize(r + offset, kind)
+    if params.unroll > 1:  # several independent loads in flight per thread before they are summed
+        serial = r + kinds.index(ParallelType.Serial)
+        tv.split(serial, params.unroll)
+        tv.parallelize(serial + 1, ParallelType.Unroll)
 
 
 def _rfactor_siblings(fusion: Fusion, partial: TensorView, reference: TensorView) -> None:

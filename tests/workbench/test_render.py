@@ -198,9 +198,9 @@ def test_merges_table_has_one_row_per_pair_with_its_category(pow_run):
 
 def test_the_kernel_views_give_each_groups_reason_from_codegen(pow_run):
     a = pow_run.artifacts
-    assert a.kernel_refusals == ((0, "CUDA codegen part 2 will generate reduction groups"),)
-    assert [k.group_id for k in a.kernels] == [1]  # the pointwise group has its kernel
-    empty = replace(a, kernels=())
-    note = "no kernels generated yet: g0 CUDA codegen part 2 will generate reduction groups"
-    assert empty.kernels_note == note
-    assert plain(render_dump("cuda_kernel", empty)).startswith(note)
+    assert a.kernel_refusals == ()  # the reduction and the pointwise group both have kernels
+    assert [k.group_id for k in a.kernels] == [0, 1]
+    refused = replace(a, kernels=(), kernel_refusals=((0, "no generated kernel for expr_eval groups"),))
+    note = "no kernels generated yet: g0 no generated kernel for expr_eval groups"
+    assert refused.kernels_note == note
+    assert plain(render_dump("cuda_kernel", refused)).startswith(note)

@@ -170,7 +170,7 @@ def test_every_tab_renders_for_every_sample(path):
         assert all(g.kernel in texts["segments"] for g in a.groups)
         kernels = {k.group_id for k in a.kernels}
         for g in a.groups:
-            expected = f"void {g.kernel}(" if g.id in kernels else f"g{g.id} {g.scheduler}: codegen generates no kernel"
+            expected = f" {g.kernel}(" if g.id in kernels else f"g{g.id} {g.scheduler}: codegen generates no kernel"
             assert expected in texts["cuda"]
         assert ("%kernel" in texts["kernel"]) == bool(kernels)
         assert "No per-kernel timings: this run used the reference backend" in texts["run"] and NO_GPU in texts["run"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from rich.console import Group, RenderableType
 from rich.rule import Rule
@@ -121,15 +122,18 @@ def render_dump(name: str, a: Artifacts) -> RenderableType:
     return _captured(name, a, ir_text)
 
 
+PER_KERNEL = frozenset({"kernel_ir", "cuda_kernel", "launch_param"})
+
+
 def render_run(a: Artifacts) -> RenderableType:
     """Every stage of a run under its heading, then launches and correctness."""
     parts: list[RenderableType] = []
-    seen: set[str] = set()
+    kernels = {f"g{k.group_id}": replace(a, kernels=(k,)) for k in a.kernels}
     for stage in stages(a):
-        if stage.key in seen:
-            continue
-        seen.add(stage.key)
-        parts += [rule(stage.label), render_dump(stage.key, a)]
+        # A per-kernel stage ("kernel IR g1") shows that kernel alone under its own heading.
+        group = stage.label.rsplit(" ", 1)[-1]
+        one = kernels.get(group, a) if stage.key in PER_KERNEL else a
+        parts += [rule(stage.label), render_dump(stage.key, one)]
     if not a.kernels:
         parts += [rule("kernels"), note(a.kernels_note)]
     parts += [rule("launches and timing"), launches_table(a)]

@@ -228,3 +228,36 @@ def test_reduction_kernels_say_where_they_reduce():
     text = print_kernel_ir(kernel)
     assert "GRID REDUCE add" in text and "over threadIdx.y, blockIdx.y" in text
     assert [w.zeroed for w in kernel.workspaces] == [False, True]
+
+
+def test_a_grid_reduction_whose_unrolled_serial_part_does_not_divide():
+    """[BIDy(7) | rS, rUR(4), rTIDy(8)] over 960 rows: the unrolled serial index runs past
+    its block's share of the rows and must not read the next block's (counted twice)."""
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, -1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(t0, [0, 1]))
+
+    inputs = [_rand(16, 60, 256)]
+    runtime = _fusion_runtime(build, inputs)
+    text = print_kernel_ir(lower_group(runtime.segmented.groups[0].fusion, "k", DataType.Int32))
+    assert "GRID REDUCE add" in text and "(unroll)" in text
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+def test_a_schedule_whose_loops_miss_an_axis_is_refused_not_generated():
+    """A known outer_persistent scheduling gap (two reductions over different axes in one
+    group): its loops skip axis i2 of T9 and T11. Codegen refuses the group, which then runs
+    on the host, rather than generating a kernel that reads part of the data."""
+    from fuser_core.runtime.cuda_backend import lowered_groups
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, -1], contiguity=True, dtype=DataType.Float)
+        fd.define_tensor(shape=[1], contiguity=True, dtype=DataType.Float)
+        b = fd.ops.broadcast_in_dim(fd.ops.sum(t0, [1]), shape=[1, 3, 3], broadcast_dims=[1, 2])
+        x = fd.ops.add(b, t0)
+        fd.add_output(fd.ops.sum(fd.ops.add(fd.ops.add(x, b), x), [0]))
+
+    runtime = _fusion_runtime(build, [_rand(3, 3, 3), _rand(1)])
+    refused = lowered_groups(runtime.segmented, runtime.name, "int32")[1]
+    assert any("the schedule's loops do not cover the data" in why for why in refused.values()), refused
