@@ -395,6 +395,10 @@ class Lowering:
         # Loops before ca_pos are its consumers' (shared with any sibling producer emitted
         # before it); past that, only those its materialized producers need.
         cap = max(min(tv.compute_at_pos, len(tv.loop)), self._reuse_cap(tv))
+        if skip_vector and tv.loop and tv.loop[-1].parallel_type == ParallelType.Vectorize:
+            # The lanes of a vector access are its own loop: an open loop left over the same
+            # ID (an earlier store's) would run the whole access once per lane.
+            cap = min(cap, len(tv.loop) - 1)
         wanted = [concrete(d).name for d in tv.loop]
         matched, keep = 0, 0
         depth_of: dict[int, int] = {}
@@ -760,6 +764,18 @@ class Lowering:
                 self._materialize(tv, inst, number)
         self._finish_guards()
         self._size_reduce_scratch()
+        if sum(1 for s in k.walk(self.body) if isinstance(s, k.ParallelReduce) and s.block_dims) > 1:
+            # Each grid reduction's last block is found by its own semaphore: a value that
+            # combined two of them could be read in a block that is last for one only.
+            raise FuserError("a kernel with two grid reductions is not generated yet", op="codegen", tensor=self.name)
+        unscoped = _unscoped_buffer(self.body, {t.name for t in self.tensor_args})
+        if unscoped is not None:
+            raise FuserError(
+                f"{unscoped} would be read outside the loops that compute it (two reductions of one "
+                "input in a reduction kernel are not generated yet)",
+                op="codegen",
+                tensor=self.name,
+            )
         vectorized = {name: w for name, w in self.vector_widths.items()}
         tensors = [
             k.TensorArg(
@@ -850,13 +866,15 @@ class Lowering:
                 operand = value if value.dtype == dtypes[0] else _cast(dtypes[0], value)
                 self._emit(k.Store(names[0], slot, _combine(expr.op_type, acc, operand)))  # type: ignore[union-attr]
         self.computing = None
-        del self.stack[depth + 1 :]
         thread_dims = tuple(
             HARDWARE[d.parallel_type] for d in tv.loop if d.is_reduction and d.parallel_type in _THREADS
         )
         block_dims = tuple(HARDWARE[d.parallel_type] for d in tv.loop if d.is_reduction and d.parallel_type in _BLOCKS)
         if not thread_dims and not block_dims:
+            # A serial partial (an rfactor) leaves its loops open: a sibling partial of the
+            # same input shares them, and the input's register buffers with them.
             return
+        del self.stack[depth + 1 :]
         reduce = k.ParallelReduce(
             "welford" if welford else expr.op_type.rule.name,  # type: ignore[union-attr]
             tuple(names),
@@ -1081,6 +1099,59 @@ def _merge_contiguous(terms: list[tuple[k.Node, k.Node, k.Node]]) -> list[tuple[
     return terms
 
 
+def _unscoped_buffer(body: list[k.Stmt], globals_: set[str]) -> str | None:
+    """The first register or shared buffer read or written outside the scope it is
+    allocated in, or None: a lowering that reopened loops past a buffer's must not print."""
+
+    def reads(node: k.Node) -> Iterator[str]:
+        if isinstance(node, k.Read):
+            yield node.buffer
+            yield from reads(node.index)
+        elif isinstance(node, k.Bin):
+            yield from reads(node.a)
+            yield from reads(node.b)
+        elif isinstance(node, k.Un | k.Cast):
+            yield from reads(node.a)
+        elif isinstance(node, k.Call):
+            for arg in node.args:
+                yield from reads(arg)
+
+    def used(stmt: k.Stmt) -> Iterator[str]:
+        if isinstance(stmt, k.Store):
+            yield stmt.buffer
+            yield from reads(stmt.index)
+            yield from reads(stmt.value)
+        elif isinstance(stmt, k.Define):
+            yield from reads(stmt.value)
+        elif isinstance(stmt, k.VectorCopy):
+            yield from (stmt.dst, stmt.src)
+        elif isinstance(stmt, k.ParallelReduce):
+            yield from (*stmt.buffers, *stmt.workspace)
+        elif isinstance(stmt, k.If):
+            yield from reads(stmt.cond)
+
+    def visit(stmts: list[k.Stmt], scope: set[str]) -> str | None:
+        scope = set(scope)
+        for stmt in stmts:
+            if isinstance(stmt, k.Alloc):
+                scope.add(stmt.buffer)
+                continue
+            for name in used(stmt):
+                if name not in scope and name not in globals_:
+                    return name
+            if isinstance(stmt, k.For):
+                found = visit(stmt.body, scope)
+            elif isinstance(stmt, k.If):
+                found = visit(stmt.then, scope) or visit(stmt.orelse, scope)
+            else:
+                found = None
+            if found is not None:
+                return found
+        return None
+
+    return visit(body, set())
+
+
 def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
     """Tensors computed outside every shared loop (ca_pos 0) from inputs alone, such as a
     weight loaded once per thread for all its rows, go first: before the loops they are
@@ -1098,7 +1169,42 @@ def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
         return False
 
     first = [tv for tv in materialized if tv.compute_at_pos == 0 and not depends_on_loops(tv)]
-    return first + [tv for tv in materialized if tv not in first]
+    order = first + [tv for tv in materialized if tv not in first]
+
+    # Serial partials of one input (sum and max of a row) go one after the other: they
+    # share the loops, and the register buffers, their input is loaded in.
+    def sources(tv: TensorView) -> set[int]:
+        """The materialized tensors (or inputs) `tv` reads, through inlined ones."""
+        found: set[int] = set()
+        stack = [v for v in (tv.definition.inputs if tv.definition else []) if isinstance(v, TensorView)]
+        while stack:
+            val = stack.pop()
+            if val.name in names or val.definition is None:
+                found.add(val.name)
+            else:
+                stack.extend(v for v in val.definition.inputs if isinstance(v, TensorView))
+        return found
+
+    partials = {tv.name: sources(tv) for tv in order if _is_serial_partial(tv)}
+    for tv in list(order):
+        if tv.name not in partials:
+            continue
+        earlier = [q for q in order[: order.index(tv)] if partials.get(q.name, set()) & partials[tv.name]]
+        if not earlier:
+            continue
+        at = order.index(earlier[-1])
+        position = {q.name: i for i, q in enumerate(order)}
+        if all(position.get(name, -1) <= at for name in partials[tv.name]):  # its inputs are ready there
+            order.remove(tv)
+            order.insert(at + 1, tv)
+    return order
+
+
+def _is_serial_partial(tv: TensorView) -> bool:
+    """A reduction whose reduced loops are all serial: an rfactor's per-thread partial."""
+    return isinstance(tv.definition, ReductionOp) and not any(
+        d.is_reduction and d.parallel_type in HARDWARE for d in tv.loop
+    )
 
 
 def _conjuncts(node: k.Node) -> list[k.Node]:

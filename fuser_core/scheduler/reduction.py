@@ -326,6 +326,20 @@ def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: b
     """Vectors run along the merged fastest axis (R for an inner reduction, I for an
     outer one): only the part of it that is contiguous in memory, the trailing axes of
     the merged set before another axis comes between them, can be read in vectors."""
+    if inner:
+        vector_axis = [d for d in ref.logical if d.is_reduction][-1]
+    else:
+        vector_axis = [d for d in common.layout_order(ref) if not d.is_reduction][-1]
+    vector_set = group.id_map.exact(vector_axis)
+    for tv in group.inputs:  # each global tensor along that axis must hold it innermost, contiguous
+        if any(group.id_map.exact(d) == vector_set for d in tv.logical):
+            if common.inner_extent(group, info, tv, vector_set) is None:
+                return 1
+    for tv in group.outputs:  # written in logical order (the schedule drops layout hints)
+        dims = [d for d in tv.logical if not d.is_broadcast and not d.is_reduction]
+        if dims and any(group.id_map.exact(d) == vector_set for d in dims):
+            if group.id_map.exact(dims[-1]) != vector_set:
+                return 1
     reduced = [d.is_reduction for d in ref.logical]
     contiguous = 1
     for dim, is_reduced in reversed(list(zip(ref.logical, reduced, strict=True))):

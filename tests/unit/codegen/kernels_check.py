@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from fuser_core import load_repro, use_options
-from fuser_core.codegen.interpreter import TensorBinding, interpret
+from fuser_core.codegen.interpreter import LaneWrites, TensorBinding, interpret
 from fuser_core.codegen.lower import lower_group
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.runtime.arguments import bind_args, convert_inputs
@@ -99,8 +99,15 @@ def check_generated_kernels(runtime: Any, inputs: list[Any], vectorize: bool = T
                 bindings[f"T{tv.name}"] = TensorBinding(storage, tuple(value.shape), tuple(int(s) for s in strides))
                 outputs[tv.name] = (storage, laid_shape, order, value)
             scalars = {f"s{v.name}": scalars_by_name[v.name] for v in scheduled.inputs if not isinstance(v, TensorView)}
-            interpret(kernel, bindings, scalars)
+            writes = LaneWrites()
+            interpret(kernel, bindings, scalars, lane_writes=writes)
             for name, (storage, laid_shape, order, value) in outputs.items():
+                # One write per element: a reduced or broadcast value is stored by one thread,
+                # and no store runs inside a loop it does not index.
+                count = writes.count[f"T{name}"]
+                assert (count == 1).all(), (
+                    f"{kernel.name} T{name}: elements written {sorted(set(count.tolist()))} times"
+                )
                 got = np.transpose(storage.reshape(laid_shape), np.argsort(order)) if order else storage.reshape(())
                 _assert_close(got, value, f"{kernel.name} T{name}")
             checked.append(kernel.name)

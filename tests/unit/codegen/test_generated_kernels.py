@@ -261,3 +261,54 @@ def test_a_schedule_whose_loops_miss_an_axis_is_refused_not_generated():
     runtime = _fusion_runtime(build, [_rand(3, 3, 3), _rand(1)])
     refused = lowered_groups(runtime.segmented, runtime.name, "int32")[1]
     assert any("the schedule's loops do not cover the data" in why for why in refused.values()), refused
+
+
+@pytest.mark.parametrize("shape", [(40, 999), (1000, 40), (3, 5)])
+@pytest.mark.parametrize("second", ["max", "sum_of_squares"])
+def test_two_reductions_of_one_input_share_its_loops(shape, second):
+    """Both rfactor partials are computed in the loops that load the input (its register
+    buffer is in scope for both)."""
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(t0, [1]))
+        fd.add_output(fd.ops.max(t0, [1]) if second == "max" else fd.ops.sum(fd.ops.mul(t0, t0), [1]))
+
+    inputs = [_rand(*shape)]
+    runtime = _fusion_runtime(build, inputs)
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+def test_a_kernel_with_two_grid_reductions_is_refused():
+    """Each grid reduction finds its last block with its own semaphore; a value combining
+    two could be read where only one is final. Such a group runs on the host."""
+    from fuser_core.runtime.cuda_backend import lowered_groups
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(t0, [1]))
+        fd.add_output(fd.ops.sum(fd.ops.mul(t0, t0), [1]))
+
+    runtime = _fusion_runtime(build, [_rand(4, 100000)])
+    refused = lowered_groups(runtime.segmented, runtime.name, "int32")[1]
+    assert refused == {0: "codegen: a kernel with two grid reductions is not generated yet"}
+
+
+def test_reductions_read_in_vectors_only_along_a_contiguous_innermost_axis():
+    """A strided innermost axis, or reduced axes merged in an order memory does not have,
+    are read element by element."""
+
+    def strided(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, False], dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(t0, [1]))
+
+    def permuted(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, -1], contiguity=True, stride_order=[0, 2, 1], dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(t0, [0, 2]))
+
+    runtime = _fusion_runtime(strided, [_rand(8, 64)[:, ::2]])
+    assert runtime.segmented.groups[0].params.vectorize == 1
+    y = np.transpose(_rand(64, 256, 4), (2, 0, 1))
+    runtime = _fusion_runtime(permuted, [y])
+    assert runtime.segmented.groups[0].params.vectorize == 1
+    assert check_generated_kernels(runtime, [y]) == ["kernel_g0"]
