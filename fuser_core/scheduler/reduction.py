@@ -332,14 +332,14 @@ def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: b
         vector_axis = [d for d in common.layout_order(ref) if not d.is_reduction][-1]
     vector_set = group.id_map.exact(vector_axis)
     for tv in group.inputs:  # each global tensor along that axis must hold it innermost, contiguous
-        if any(group.id_map.exact(d) == vector_set for d in tv.logical):
-            if common.inner_extent(group, info, tv, vector_set) is None:
-                return 1
+        holds = any(group.id_map.exact(d) == vector_set for d in tv.logical)
+        if holds and common.inner_extent(group, info, tv, vector_set) is None:
+            return 1
     for tv in group.outputs:  # written in logical order (the schedule drops layout hints)
         dims = [d for d in tv.logical if not d.is_broadcast and not d.is_reduction]
-        if dims and any(group.id_map.exact(d) == vector_set for d in dims):
-            if group.id_map.exact(dims[-1]) != vector_set:
-                return 1
+        holds = any(group.id_map.exact(d) == vector_set for d in dims)
+        if holds and group.id_map.exact(dims[-1]) != vector_set:
+            return 1
     reduced = [d.is_reduction for d in ref.logical]
     contiguous = 1
     for dim, is_reduced in reversed(list(zip(ref.logical, reduced, strict=True))):
