@@ -430,6 +430,13 @@ class _Printer:
         init = " = {}" if stmt.zero else ""
         self.emit(depth, f"alignas(16) {t} {stmt.buffer}[{stmt.size}]{init};")
 
+    def _per_element(self, count: int, statement: str, depth: int) -> None:
+        """`statement` for each k of the `count` consecutive elements a reduction combines."""
+        self.emit(depth, "#pragma unroll")
+        self.emit(depth, f"for (int k = 0; k < {count}; ++k) {{")
+        self.emit(depth + 1, statement)
+        self.emit(depth, "}")
+
     def _reduce(self, stmt: k.ParallelReduce, depth: int) -> None:
         threads = ", ".join("true" if f"threadIdx.{a}" in stmt.thread_dims else "false" for a in "xyz")
         blocks = ", ".join("true" if f"blockIdx.{a}" in stmt.block_dims else "false" for a in "xyz")
@@ -439,13 +446,8 @@ class _Printer:
                 raise FuserError("a grid Welford reduction has no CUDA form yet", op="codegen")
             avg, m2, n = stmt.buffers
             s_avg, s_m2, s_n = stmt.workspace
-            self.emit(depth, "#pragma unroll")
-            self.emit(depth, f"for (int k = 0; k < {stmt.count}; ++k) {{")
-            self.emit(
-                depth + 1,
-                f"blockWelford<{threads}>({avg}[{at} + k], {m2}[{at} + k], {n}[{at} + k], {s_avg}, {s_m2}, {s_n});",
-            )
-            self.emit(depth, "}")
+            call = f"blockWelford<{threads}>({avg}[{at} + k], {m2}[{at} + k], {n}[{at} + k], {s_avg}, {s_m2}, {s_n});"
+            self._per_element(stmt.count, call, depth)
             return
         dtype = stmt.dtypes[0]
         a, b = k.Var(dtype, "a"), k.Var(dtype, "b")
@@ -453,13 +455,8 @@ class _Printer:
         op = f"[](const {ctype(dtype)} a, const {ctype(dtype)} b) {{ return {combined}; }}"
         (buffer,) = stmt.buffers
         if stmt.thread_dims:
-            self.emit(depth, "#pragma unroll")
-            self.emit(depth, f"for (int k = 0; k < {stmt.count}; ++k) {{")
-            self.emit(
-                depth + 1,
-                f"{buffer}[{at} + k] = blockReduce<{threads}>({buffer}[{at} + k], {stmt.workspace[0]}, {op});",
-            )
-            self.emit(depth, "}")
+            call = f"{buffer}[{at} + k] = blockReduce<{threads}>({buffer}[{at} + k], {stmt.workspace[0]}, {op});"
+            self._per_element(stmt.count, call, depth)
         if stmt.block_dims:
             assert stmt.last is not None
             self.emit(depth, f"bool {stmt.last.name};")
