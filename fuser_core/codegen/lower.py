@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from fuser_core.codegen import kernel_ir as k
-from fuser_core.codegen.simplify import add, const_value, div, index_bounds, land, lt, mod, mul, rebuild, sub
+from fuser_core.codegen.simplify import add, conjuncts, const_value, div, index_bounds, land, lt, mod, mul, rebuild, sub
 from fuser_core.errors import FuserError, InternalError
 from fuser_core.ir.base import Val
 from fuser_core.ir.dtype import DataType
@@ -334,7 +334,7 @@ class Lowering:
         loops this tensor does not iterate (a later reduction's, say) say nothing of it."""
         own = {loop_var(d).name for d in tv.loop if not d.is_reduction}  # a reduction's value spans its own
         terms: list[k.Node] = []
-        for term in _conjuncts(inst.valid):
+        for term in conjuncts(inst.valid):
             if _loop_vars(term) <= own and term not in terms:
                 terms.append(term)
         valid: k.Node = TRUE
@@ -1205,12 +1205,6 @@ def _is_serial_partial(tv: TensorView) -> bool:
     return isinstance(tv.definition, ReductionOp) and not any(
         d.is_reduction and d.parallel_type in HARDWARE for d in tv.loop
     )
-
-
-def _conjuncts(node: k.Node) -> list[k.Node]:
-    if isinstance(node, k.Bin) and node.op == "&&":
-        return [*_conjuncts(node.a), *_conjuncts(node.b)]
-    return [] if node == TRUE else [node]
 
 
 def _loop_vars(node: k.Node) -> set[str]:

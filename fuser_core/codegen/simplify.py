@@ -215,15 +215,16 @@ def land(a: k.Node, b: k.Node) -> k.Node:
         return a
     if isinstance(b, k.Bin) and b.op == "&&":  # conjunct by conjunct, so none is checked twice
         return land(land(a, b.a), b.b)
-    if b in _conjuncts(a):
+    if b in conjuncts(a):
         return a
     return k.Bin(BOOL, "&&", a, b)
 
 
-def _conjuncts(node: k.Node) -> list[k.Node]:
+def conjuncts(node: k.Node) -> list[k.Node]:
+    """The terms of a chain of `&&` (none for a literal true)."""
     if isinstance(node, k.Bin) and node.op == "&&":
-        return [*_conjuncts(node.a), *_conjuncts(node.b)]
-    return [node]
+        return [*conjuncts(node.a), *conjuncts(node.b)]
+    return [] if const_value(node) is True else [node]
 
 
 def rebuild(node: k.Bin, a: k.Node, b: k.Node) -> k.Node:
