@@ -8,8 +8,6 @@ graphviz or CuPy.
 from fuser_core.errors import FuserError, InternalError, SourceLocation
 from fuser_core.frontend.fusion_definition import FusionDefinition
 from fuser_core.frontend.handles import Scalar, Tensor, Vector
-from fuser_core.frontend.input_spec import ScalarSpec, TensorSpec, materialize_inputs
-from fuser_core.frontend.repro_loader import LoadedDefinition, ReproScript, load_repro
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.printer import print_kernel, print_math
 from fuser_core.options import DEVICE_MODELS, DisableOption, DumpOption, EnableOption, dump_sink, use_options
@@ -17,6 +15,8 @@ from fuser_core.runtime.arguments import bind_args, convert_inputs
 from fuser_core.runtime.artifacts import KernelArtifact, LaunchParams, LaunchRecord
 from fuser_core.runtime.executor_cache import CacheEvent, FusionExecutorCache, RunReport, select_backend
 from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend
+from fuser_core.script.input_spec import ScalarSpec, TensorSpec, materialize_inputs
+from fuser_core.script.loader import LoadedDefinition, ReproScript, load_repro
 from fuser_core.segmenter.printer import (
     kernel_name,
     print_presched,

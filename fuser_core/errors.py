@@ -28,8 +28,11 @@ class SourceLocation:
         return f"{os.path.basename(self.filename)}:{self.lineno}"
 
 
-class FuserError(Exception):
-    """Something the user did cannot be compiled or run; the message says what and where."""
+class FuserError(RuntimeError):
+    """Something the user did cannot be compiled or run; the message says what and where.
+
+    A RuntimeError, as every error of nvFuser's frontend is, so code written against
+    nvFuser catches it."""
 
     def __init__(
         self,
@@ -57,7 +60,12 @@ class FuserError(Exception):
         return text
 
 
-class InternalError(Exception):
+class FuserValueError(FuserError, ValueError):
+    """A FuserError where nvFuser raises ValueError (a CPU tensor given to
+    `from_pytorch`, `profile()` before a profiled run)."""
+
+
+class InternalError(RuntimeError):
     """A broken invariant inside fuser_core: a bug of ours, never the user's."""
 
 

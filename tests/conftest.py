@@ -38,3 +38,13 @@ def pytest_collection_modifyitems(config, items):
     if reason is not None:
         for item in gpu_items:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_fusion_cache():
+    """Each test starts with an empty FusionCache, as nvFuser's own tests reset it: a
+    definition made by an earlier test must not turn this test's compile into a hit."""
+    from fuser_core.frontend.fusion_cache import FusionCache
+
+    FusionCache.reset()
+    yield

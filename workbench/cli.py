@@ -13,6 +13,9 @@
     fuser-wb metrics FILE... -o runs.csv
                                      one row per kernel per run
     fuser-wb report FILE -o run.html every stage of a run in one HTML file (--json: data)
+    fuser-wb export-repro FILE [-o repro.py]
+                                     nvFuser's repro script of each definition, with
+                                     the shapes, scalars and options given
     fuser-wb samples                 list the bundled sample fusions
 
 Running commands take --enable/--disable OPTS, --shapes (one AxBxC per tensor input),
@@ -37,7 +40,7 @@ from rich.text import Text
 
 from fuser_core import DumpOption, FuserError, LoadedDefinition, dump_sink, load_repro, use_options
 from workbench.diff import diff_artifacts
-from workbench.exports import write_report
+from workbench.exports import export_repro, write_report
 from workbench.graph import write_graph
 from workbench.metrics import rows, write_csv
 from workbench.render import make_console, render_dump
@@ -60,7 +63,7 @@ from workbench.session import (
 from workbench.tui import Launch, WorkbenchApp
 
 __all__ = ["DEFAULT_MAX_INPUT_BYTES", "SAMPLES_DIR", "main", "resolve_script"]
-COMMANDS = ("tui", "dump", "diff", "graph", "metrics", "report", "samples")
+COMMANDS = ("tui", "dump", "diff", "graph", "metrics", "report", "export-repro", "samples")
 DEFAULT_SAMPLE = "issue785_reduction_pow"
 
 
@@ -242,6 +245,17 @@ def report(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def export_repro_command(args: argparse.Namespace, out: TextIO) -> int:
+    with _command_options(args):
+        path = resolve_script(args.file)
+        for session in _sessions(args, path):
+            written = export_repro(session, Path(args.output_dir), Path(args.output) if args.output else None)
+            out.write(f"wrote {written}\n")
+            if args.output:
+                break
+    return 0
+
+
 def tui(args: argparse.Namespace, out: TextIO) -> int:
     """Open the TUI; the script and the settings are checked inside it, where an error
     is shown in place."""
@@ -334,11 +348,26 @@ def _parser() -> argparse.ArgumentParser:
     report_cmd.add_argument("-o", "--output", required=True)
     report_cmd.add_argument("--json", action="store_true", help="write the report as JSON data")
     _add_run_options(report_cmd)
+    repro_cmd = sub.add_parser(
+        "export-repro", help="write nvFuser's repro script of a fusion, with the shapes and options given"
+    )
+    repro_cmd.add_argument("file")
+    repro_cmd.add_argument("-o", "--output", help="the file to write (default: <script>.<definition>.repro.py)")
+    repro_cmd.add_argument("--output-dir", default=".", help="where the default-named files go (default: here)")
+    _add_run_options(repro_cmd)
     sub.add_parser("samples", help="list the bundled sample fusions")
     return parser
 
 
-HANDLERS = {"tui": tui, "dump": dump, "diff": diff, "graph": graph, "metrics": metrics, "report": report}
+HANDLERS = {
+    "tui": tui,
+    "dump": dump,
+    "diff": diff,
+    "graph": graph,
+    "metrics": metrics,
+    "report": report,
+    "export-repro": export_repro_command,
+}
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:

@@ -16,7 +16,7 @@ from workbench.artifacts import Artifacts
 from workbench.graph import write_graph
 from workbench.render import make_console, render_run
 from workbench.report import html_report, json_report
-from workbench.session import RunResult
+from workbench.session import RunResult, Session
 
 GRAPH_FORMATS = ("dot", "svg", "png")
 
@@ -69,3 +69,12 @@ def export_dumps(result: RunResult, script: str, directory: Path) -> Path:
     path = directory / export_name(script, result, "dumps.txt")
     path.write_text(out.getvalue(), encoding="utf-8")
     return path
+
+
+def export_repro(session: Session, directory: Path, output: Path | None = None) -> Path:
+    """nvFuser's repro script of the session's definition, with its current shapes,
+    scalars and options: `<script>.<definition>.repro.py` unless `output` names a file."""
+    text = session.repro_script()
+    target = output if output is not None else directory / f"{Path(session.path).stem}.{session.definition}.repro.py"
+    target.write_text(text, encoding="utf-8")
+    return target

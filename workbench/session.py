@@ -342,6 +342,14 @@ class Session:
                 specs.append(resized_spec(slot.spec, next(shapes)))
         return specs
 
+    def repro_script(self) -> str:
+        """nvFuser's repro of the selected definition with the current shapes, scalars and
+        options: the printed definition, inputs like this session's, and the execute
+        call with the enable/disable options that change what is compiled."""
+        inputs = _materialize(self.input_specs(), self.seed, self.max_input_bytes, self.loaded.name)
+        opts = self.options
+        return self.loaded.fd.repro_script_for(inputs, enable=sorted(opts.enable), disable=sorted(opts.disable))
+
     # -- running ------------------------------------------------------------------------
     def run(self, progress: Progress | None = None) -> RunResult:
         """Run with the current settings; `progress` is told each step as it starts (the
@@ -390,7 +398,7 @@ class Session:
         if key not in self._caches:
             fd = loaded.fd
             built = make_backend(backend, device_model)
-            self._caches[key] = FusionExecutorCache(fd.fusion, fusion_id=fd.id or 0, backend=built)
+            self._caches[key] = FusionExecutorCache(fd.fusion, fusion_id=fd.id() or 0, backend=built)
         return self._caches[key]
 
     def _check(self, loaded: LoadedDefinition, backend: str, inputs: list[Any], outputs: list[Any]) -> Correctness:

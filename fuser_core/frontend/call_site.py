@@ -15,7 +15,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def user_call(op_name: str) -> Callable[[F], F]:
-    """Run a frontend method at the user's line, inside the definition's fusion.
+    """Run a frontend method at the user's line, inside the definition's fusion, and
+    record the outermost call (see recording.py).
 
     The method's owner is a FusionDefinition or has one as `.fd`."""
 
@@ -25,8 +26,16 @@ def user_call(op_name: str) -> Callable[[F], F]:
             fd = getattr(self, "fd", self)
             with at_location(current_location() or caller_location()):
                 fusion = fd._active_fusion(op_name)
-                with fusion.guard():
-                    return method(self, *args, **kwargs)
+                recorder = fd._recorder
+                recorder.depth += 1
+                try:
+                    with fusion.guard():
+                        result = method(self, *args, **kwargs)
+                finally:
+                    recorder.depth -= 1
+                if recorder.depth == 0:
+                    recorder.finish_call(self is not fd, op_name, method.__get__(self), args, kwargs, result)
+                return result
 
         return run  # type: ignore[return-value]
 

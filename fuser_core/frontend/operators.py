@@ -233,6 +233,7 @@ class Operators:
     def _reduce(self, op: str, arg: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor:
         tv = self._tensor(arg, op)
         dims, keepdim, dtype = self._reduction_args(op, tv, args, kwargs)
+        self.fd._recorder.canonical(op, (arg,), {"dims": dims, "keepdim": keepdim, "dtype": dtype})
         return Tensor(self.fd, reductions.reduction(REDUCTIONS[op], tv, dims, keepdim, dtype, op_name=op))
 
     @user_call("sum")
@@ -264,6 +265,7 @@ class Operators:
         keepdim = bool(kwargs.pop("keepdim", False))
         if kwargs:
             raise FuserError(f"unexpected argument(s) {sorted(kwargs)}", op=op)
+        self.fd._recorder.canonical(op, (arg,), {"dims": dims, "correction": correction, "keepdim": keepdim})
         return tv, dims, correction, keepdim
 
     @user_call("var")
@@ -389,6 +391,7 @@ class Operators:
         starts = self._shape(start_indices, "slice", "start_indices")
         stops = self._shape(end_indices, "slice", "end_indices")
         steps = None if strides is None else self._shape(strides, "slice", "strides")
+        _check_slice_args(tv, starts, stops, steps)
         return Tensor(self.fd, resize.slice_(tv, starts, stops, steps, manual_normalization))
 
     @user_call("cat")
@@ -612,6 +615,54 @@ class Operators:
         a, b = self._tensor(arg1, "linear", "arg1"), self._tensor(arg2, "linear", "arg2")
         c = None if bias is None else self._tensor(bias, "linear", "bias")
         return Tensor(self.fd, matmul_ops.linear(a, b, c))
+
+
+def _check_slice_args(
+    tv: TensorView, starts: list[IrScalar], stops: list[IrScalar], steps: list[IrScalar] | None
+) -> None:
+    """nvFuser's frontend checks of a slice (the 2024-07 era), with its messages, in its
+    order: lengths first, then per axis a constant start below 0, an end before its
+    start, and a stride other than 1."""
+    name = tv_name(tv)
+    shown = f"Start Indices: {_ints_of(starts)} End Indices: {_ints_of(stops)} Strides: {_ints_of(steps or [])}"
+    if steps is not None and len(starts) != len(steps):
+        raise FuserError(
+            f"Slice start_indices and strides don't match! Start Indices: {len(starts)} Strides: {len(steps)}",
+            op="slice",
+        )
+    if len(starts) != tv.ndim:
+        raise FuserError(
+            f"Number of tensor dimensions does not match slice dimensions! Tensor-dims: {tv.ndim} "
+            f"Slice-dims: {len(starts)}",
+            op="slice",
+            tensor=name,
+        )
+    if len(starts) != len(stops):
+        raise FuserError(
+            f"Slice indexing attribute dimensions don't match! Start Indices: {len(starts)} "
+            f"End Indices: {len(stops)}",
+            op="slice",
+        )
+    for axis, start in enumerate(starts):
+        stop, step = stops[axis], (steps[axis] if steps is not None else None)
+        if start.is_const_int() and int(start.value) < 0:  # type: ignore[arg-type]
+            raise FuserError(
+                f"Slice operation start_indices must be greater-than-or-equal-to 0. {shown}", op="slice", tensor=name
+            )
+        if start.is_const_int() and stop.is_const_int() and int(stop.value) < int(start.value):  # type: ignore[arg-type]
+            raise FuserError(
+                f"Slice operation end_indices must be greater-than-or-equal-to start_indices. {shown}",
+                op="slice",
+                tensor=name,
+            )
+        if step is not None and step.is_const_int() and step.value != 1:
+            raise FuserError(
+                f"nvFuser Limitation: All slice operation strides must be of size 1. {shown}", op="slice", tensor=name
+            )
+
+
+def _ints_of(vals: Sequence[IrScalar]) -> list[Any]:
+    return [v.value if v.is_const else str(v) for v in vals]
 
 
 def _flags(op: str, **flags: Any) -> None:

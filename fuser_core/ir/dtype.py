@@ -129,6 +129,11 @@ _TORCH_DTYPES = {
 }
 
 
+def torch_name(dtype: DataType) -> str | None:
+    """`torch.float32` for DataType.Float; None for a type torch does not have."""
+    return next((name for name, d in _TORCH_DTYPES.items() if d == dtype), None)
+
+
 def dtype_from_framework(array: Any) -> DataType:
     """The DataType of a NumPy, CuPy or torch array (torch is read by name, not imported)."""
     name = str(getattr(array, "dtype", ""))

@@ -79,7 +79,7 @@ class IndexSelectOp(LibraryOp):
 
     def __init__(self, out: TensorView, inp: TensorView, dim: int, index: TensorView) -> None:
         self.dim = dim
-        self.ties = [(0, a, a) for a in range(inp.ndim) if a != dim] + [(1, 0, dim)]
+        self.ties = [(0, a, a) for a in range(inp.ndim) if a != dim] + ([(1, 0, dim)] if index.ndim else [])
         super().__init__([inp, index], [out])
 
     def to_string(self) -> str:

@@ -14,7 +14,7 @@ import contextlib
 import contextvars
 import enum
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -143,9 +143,28 @@ def _normal_double(words: np.ndarray, comp: np.ndarray) -> np.ndarray:
     return np.where(comp % 2 == 0, radius * np.sin(v), radius * np.cos(v))
 
 
+_seed_source: contextvars.ContextVar[Callable[[], int] | None] = contextvars.ContextVar(
+    "fuser_seed_source", default=None
+)
+
+
 def fresh_seed() -> int:
-    """A seed for an execution whose fusion names none (63 bits, as a non-negative Int)."""
-    return secrets.randbits(63)
+    """A seed for an execution whose fusion names none (63 bits, as a non-negative Int):
+    from the caller's generator where one is set (`seeds_from`), else from the OS."""
+    source = _seed_source.get()
+    return source() & (2**63 - 1) if source is not None else secrets.randbits(63)
+
+
+@contextlib.contextmanager
+def seeds_from(source: Callable[[], int]) -> Iterator[None]:
+    """Draw the seeds of unseeded random ops from `source` inside the block (torch's
+    generator for torch callers, so `torch.manual_seed` makes a run repeatable, as it
+    does in nvFuser)."""
+    token = _seed_source.set(source)
+    try:
+        yield
+    finally:
+        _seed_source.reset(token)
 
 
 class RNGOp(Expr):

@@ -5,7 +5,7 @@ op is evaluated (fuser_core.ir.indexing)."""
 from __future__ import annotations
 
 from fuser_core.errors import FuserError
-from fuser_core.ir.base import Val
+from fuser_core.ir.base import Val, current_fusion
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.indexing import (
     EmbeddingFwdOp,
@@ -15,7 +15,7 @@ from fuser_core.ir.indexing import (
     ScatterOp,
     SelectOp,
 )
-from fuser_core.ir.iter_domain import IterDomain
+from fuser_core.ir.iter_domain import IterDomain, IterType
 from fuser_core.ir.tensor_view import TensorDomain, TensorView
 from fuser_core.ops.utils import cast_constant, check_same_static_size, new_output_id, normalize_axis, tv_name
 
@@ -49,6 +49,13 @@ def index_select(tv: TensorView, index: TensorView, dim: int) -> TensorView:
     op = "index_select"
     dim = normalize_axis(dim, tv.ndim, op, tv)
     _check_index(index, op)
+    if index.ndim == 0:  # a 0-D index selects one entry and keeps the axis, as torch does
+        ids = [[d] for d in tv.logical_no_reductions()]
+        out_ids = [new_output_id(group) for group in ids]
+        out_ids[dim] = IterDomain(current_fusion().one_val(), iter_type=IterType.Broadcast)
+        out = TensorView(TensorDomain(out_ids), tv.dtype)
+        IndexSelectOp(out, tv, dim, index)
+        return out
     _check_rank(index, 1, op, "index")
     ids = [[d] for d in tv.logical_no_reductions()]
     ids[dim] = [index.logical_no_reductions()[0]]

@@ -38,6 +38,7 @@ from fuser_core.ir.tensor_view import TensorView
 from fuser_core.options import EnableOption, current_options
 from fuser_core.runtime.arguments import TensorArg, bind_args
 from fuser_core.runtime.artifacts import KernelArtifact, LaunchParams, LaunchRecord
+from fuser_core.runtime.device_library import device_path, run_on_device
 from fuser_core.runtime.fast_path import (
     DYNAMIC_SHARED_BYTES,
     FastPlan,
@@ -411,8 +412,12 @@ class HostGroup:
         assert group.unscheduled is not None
         self.fusion = group.unscheduled
         self.complete = complete
+        self.device_path = device_path(self.fusion)  # matmul/linear: on the device, not the host
 
     def run(self, tensors: dict[int, Any], leaves: dict[int, Any], cupy: Any, dtypes: dict[int, DataType]) -> None:
+        if self.device_path is not None:
+            run_on_device(self.fusion, self.device_path, tensors, cupy)
+            return
         ev = bind_leaves(self.fusion, leaves)
         for val in self.fusion.inputs:
             if isinstance(val, TensorView):
@@ -468,6 +473,10 @@ class CudaExecutable:
                     events.append(
                         f"{step.kernel.name}{form}: {module.cache} ({module.compile_seconds:.3f} s to compile)"
                     )
+            elif step.device_path is not None:
+                events.append(
+                    f"g{step.group.id} {step.group.scheduler.value}: library call on the device ({step.device_path})"
+                )
             else:
                 group = step.group
                 events.append(

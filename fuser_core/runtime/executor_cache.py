@@ -24,6 +24,7 @@ from fuser_core.dynamic.concretization_info import ConcretizationInfo, compute_i
 from fuser_core.dynamic.concretize import concretize
 from fuser_core.dynamic.initial_info import analyze_fusion
 from fuser_core.errors import FuserError
+from fuser_core.ir.evaluator import ExpressionEvaluator
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.printer import print_kernel, print_math
 from fuser_core.ir.rng import recording_run_seeds
@@ -80,7 +81,7 @@ class RunReport:
     def compile_summary(self) -> str:
         """`compiled 2 kernels (0.41 s)`, or `warm start: compiled nothing` when every
         kernel came from the on-disk or in-process cache."""
-        kernels = [c for c in self.compiles if "on the host reference" not in c]
+        kernels = [c for c in self.compiles if "on the host reference" not in c and "library call" not in c]
         if not kernels:
             return "no kernels compiled in this run"
         fresh = [c for c in kernels if ": compiled " in c]
@@ -229,7 +230,27 @@ class FusionExecutorCache:
         return self.backend
 
     # -- the three levels -------------------------------------------------------------
-    def _lookup(self, args: list[Any], opts: Options) -> tuple[FusionKernelRuntime, CacheEvent]:
+    def compiled_runtime_for(self, inputs: Sequence[Any]) -> FusionKernelRuntime | None:
+        """The runtime an earlier run built for inputs like these; None where these
+        inputs would need a new one (nothing is built)."""
+        opts = current_options().merged(source="runtime_for")
+        args = convert_inputs(self.fusion, inputs)
+        input_key, ev, signature, resize_extents = self._input_key(args, opts)
+        runtime = self._by_input_key.get(input_key)
+        if runtime is not None:
+            return runtime
+        entry = self._by_info.get(compute_info(self.initial_info, ev, resize_extents))
+        if entry is None:
+            return None
+        flags = CompileFlags.of(opts)
+        return next(
+            (r for r in entry.runtimes if r.accepts(signature) and r.flags == flags and r.refusal(args) is None),
+            None,
+        )
+
+    def _input_key(
+        self, args: list[Any], opts: Options
+    ) -> tuple[tuple[Any, ...], ExpressionEvaluator, InputSignature, bool]:
         resize_extents = not opts.is_disabled(DisableOption.concretize_resize_extents)
         ev = bind_args(self.fusion, args, values=False)
         signature = InputSignature.of(args, self._scalar_dtypes)
@@ -242,6 +263,10 @@ class FusionExecutorCache:
         empties = tuple(ev.evaluate(s.extent) == 0 for s in self.initial_info.maybe_empty)
         sizes = tuple(a.shape for a in args if isinstance(a, TensorArg))
         input_key = (signature, values, empties, resize_extents, sizes, opts.device_model, opts.backend, flags)
+        return input_key, ev, signature, resize_extents
+
+    def _lookup(self, args: list[Any], opts: Options) -> tuple[FusionKernelRuntime, CacheEvent]:
+        input_key, ev, signature, resize_extents = self._input_key(args, opts)
         runtime = self._by_input_key.get(input_key)
         if runtime is not None:
             self._by_input_key.move_to_end(input_key)

@@ -27,7 +27,7 @@ from textual.widgets import Button, DataTable, Footer, Header, Input, Select, St
 
 from fuser_core import DEVICE_MODELS, FuserError
 from workbench.diff import diff_artifacts
-from workbench.exports import export_dumps, export_graph, export_report
+from workbench.exports import export_dumps, export_graph, export_report, export_repro
 from workbench.render.tables import presched_groups
 from workbench.samples import sample_paths
 from workbench.session import (
@@ -694,6 +694,10 @@ class WorkbenchApp(App[None]):
 
     def _export(self, kind: str, script: str) -> list[Path]:
         self.export_dir.mkdir(parents=True, exist_ok=True)
+        if kind == "repro":
+            if self.session is None:
+                raise FuserError("nothing to export: no script is open")
+            return [export_repro(self.session, self.export_dir)]
         if kind == "report" or kind == "json":
             if self.last is None:
                 raise FuserError("nothing to report: no run has finished")
@@ -729,6 +733,7 @@ class WorkbenchApp(App[None]):
             ("report", "Export report (HTML)", "every stage in one HTML file"),
             ("json", "Export report (JSON)", "every stage as JSON data"),
             ("dumps", "Export dumps (text)", "every dump as plain text"),
+            ("repro", "Export repro script", "nvFuser's repro of this fusion with the current shapes and options"),
         )
         for kind, title, help_text in exports:
             yield SystemCommand(title, f"{help_text}, into {self.export_dir}", _bind(self.action_export, kind))

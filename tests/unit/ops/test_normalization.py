@@ -251,7 +251,7 @@ def test_aliases_are_checked():
     with FusionDefinition() as fd:
         t = fd.define_tensor([-1], [True])
         fd.add_output(fd.ops.neg(t), alias_input=t)
-    with pytest.raises(FuserError, match="execute: input T0 must be a writable NumPy array"):
+    with pytest.raises(FuserError, match="execute: input T0 must be a writable array or tensor"):
         frozen = np.ones(3, np.float32)
         frozen.flags.writeable = False
         fd.execute([frozen])

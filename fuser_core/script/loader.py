@@ -25,9 +25,9 @@ from typing import Any
 
 from fuser_core.errors import FuserError, SourceLocation
 from fuser_core.frontend.fusion_definition import FusionDefinition
-from fuser_core.frontend.input_spec import InputSpec, materialize_inputs
-from fuser_core.frontend.repro_expressions import shown_line
-from fuser_core.frontend.repro_interpreter import DefinitionRecord, ReproInterpreter, to_input_specs
+from fuser_core.script.expressions import shown_line
+from fuser_core.script.input_spec import InputSpec, materialize_inputs
+from fuser_core.script.interpreter import DefinitionRecord, ReproInterpreter, to_input_specs
 
 TEXT_SOURCE = "<repro>"
 MAX_SOURCE_CHARS = 1_000_000  # Python's parser takes about a second per megabyte

@@ -15,10 +15,10 @@ from typing import Any
 from fuser_core.errors import FuserError
 from fuser_core.frontend.fusion_definition import FusionDefinition
 from fuser_core.frontend.handles import Scalar, Tensor, Vector
-from fuser_core.frontend.script_objects import DATACLASSES, PYTEST, TYPES, TYPING
-from fuser_core.frontend.script_values import Ignored, Namespace, SafeFunction
-from fuser_core.frontend.torch_subset import TESTING, TORCH
 from fuser_core.ir.dtype import DataType
+from fuser_core.script.objects import DATACLASSES, PYTEST, TYPES, TYPING
+from fuser_core.script.torch_subset import TESTING, TORCH
+from fuser_core.script.values import Ignored, Namespace, SafeFunction
 
 MAX_SEQUENCE = 100_000  # items a script may turn into a list at once
 MAX_INT_BITS = 1024  # no int of a script is larger: arithmetic on them is never slow

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fuser_core import DataType, FuserError, ScalarSpec, TensorSpec
-from fuser_core.frontend.input_spec import contiguous_strides, format_bytes, materialize_inputs
+from fuser_core.script.input_spec import contiguous_strides, format_bytes, materialize_inputs
 
 
 def element_strides(array: np.ndarray) -> tuple[int, ...]:

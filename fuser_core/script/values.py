@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fuser_core.errors import FuserError
-from fuser_core.frontend.input_spec import TensorSpec
+from fuser_core.script.input_spec import TensorSpec
 
 
 @dataclass(frozen=True, eq=False)

@@ -5,7 +5,7 @@ import textwrap
 import numpy as np
 
 from fuser_core import load_repro
-from fuser_core.frontend.repro_loader import LoadedDefinition, ReproScript
+from fuser_core.script.loader import LoadedDefinition, ReproScript
 
 HEADER = """\
 import torch

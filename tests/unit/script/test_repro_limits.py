@@ -14,18 +14,19 @@ import numpy as np
 import pytest
 
 from fuser_core import DataType, FuserError, ScalarSpec, TensorSpec, load_repro
-from fuser_core.frontend import repro_expressions, repro_interpreter
-from fuser_core.frontend.input_spec import MAX_RANK, input_bytes, materialize_inputs
-from fuser_core.frontend.repro_expressions import (
+from fuser_core.script import expressions as repro_expressions
+from fuser_core.script import interpreter as repro_interpreter
+from fuser_core.script.expressions import (
     MAX_STEPS,
     MAX_WORK,
     LoadLimitExceeded,
     ScriptExpressions,
 )
-from fuser_core.frontend.repro_interpreter import MAX_CALL_DEPTH, ReproInterpreter
-from fuser_core.frontend.repro_loader import MAX_SOURCE_CHARS, MAX_SOURCE_LINES, ReproScript
-from fuser_core.frontend.script_builtins import MAX_NDIGITS, length
-from fuser_core.frontend.script_values import nested_size
+from fuser_core.script.input_spec import MAX_RANK, input_bytes, materialize_inputs
+from fuser_core.script.interpreter import MAX_CALL_DEPTH, ReproInterpreter
+from fuser_core.script.loader import MAX_SOURCE_CHARS, MAX_SOURCE_LINES, ReproScript
+from fuser_core.script.safe_builtins import MAX_NDIGITS, length
+from fuser_core.script.values import nested_size
 
 LIMIT_S = 5.0
 

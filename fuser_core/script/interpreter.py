@@ -19,10 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fuser_core.errors import FuserError, at_location
-from fuser_core.frontend.frontend_access import kind_of
 from fuser_core.frontend.fusion_definition import FusionDefinition
-from fuser_core.frontend.input_spec import InputSpec, ScalarSpec, TensorSpec
-from fuser_core.frontend.repro_expressions import (
+from fuser_core.script.expressions import (
     LoadLimitExceeded,
     Scope,
     ScriptExpressions,
@@ -30,8 +28,9 @@ from fuser_core.frontend.repro_expressions import (
     refusal,
     source_text,
 )
-from fuser_core.frontend.script_builtins import BUILTINS, MODULES
-from fuser_core.frontend.script_objects import (
+from fuser_core.script.frontend_access import kind_of
+from fuser_core.script.input_spec import InputSpec, ScalarSpec, TensorSpec
+from fuser_core.script.objects import (
     MISSING,
     NAMED_TUPLE,
     DataclassOptions,
@@ -42,7 +41,8 @@ from fuser_core.frontend.script_objects import (
     decorator_name,
     has_decorator,
 )
-from fuser_core.frontend.script_values import Ignored, Opaque, PassContext, SafeFunction, Unavailable
+from fuser_core.script.safe_builtins import BUILTINS, MODULES
+from fuser_core.script.values import Ignored, Opaque, PassContext, SafeFunction, Unavailable
 
 MAX_CALL_DEPTH = 32
 MAX_FIXTURE_DEPTH = 8  # fixtures asking for fixtures

@@ -14,10 +14,10 @@ from typing import Any
 from fuser_core.errors import FuserError
 from fuser_core.frontend.fusion_definition import FusionDefinition
 from fuser_core.frontend.handles import Scalar, Tensor, Vector
-from fuser_core.frontend.input_spec import TensorSpec
 from fuser_core.frontend.operators import Operators
-from fuser_core.frontend.script_objects import ScriptClass, ScriptObject
-from fuser_core.frontend.script_values import Namespace, SafeFunction
+from fuser_core.script.input_spec import TensorSpec
+from fuser_core.script.objects import ScriptClass, ScriptObject
+from fuser_core.script.values import Namespace, SafeFunction
 
 
 def kind_of(value: Any) -> str:

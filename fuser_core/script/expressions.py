@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fuser_core.errors import FuserError, SourceLocation, at_location, current_location
-from fuser_core.frontend.frontend_access import fd_attribute, handle_attribute, kind_of, ops_attribute
 from fuser_core.frontend.fusion_definition import FusionDefinition
 from fuser_core.frontend.handles import Scalar, Tensor, Vector
-from fuser_core.frontend.input_spec import TensorSpec
 from fuser_core.frontend.operators import Operators
-from fuser_core.frontend.script_builtins import (
+from fuser_core.ir.dtype import DataType
+from fuser_core.script.frontend_access import fd_attribute, handle_attribute, kind_of, ops_attribute
+from fuser_core.script.input_spec import TensorSpec
+from fuser_core.script.objects import BoundMethod, ScriptClass, ScriptObject, has_decorator
+from fuser_core.script.safe_builtins import (
     MAX_INT_BITS,
     MAX_SEQUENCE,
     MAX_STRING,
@@ -32,8 +34,9 @@ from fuser_core.frontend.script_builtins import (
     check_int,
     length,
 )
-from fuser_core.frontend.script_objects import BoundMethod, ScriptClass, ScriptObject, has_decorator
-from fuser_core.frontend.script_values import (
+from fuser_core.script.torch_subset import compare as compare_specs
+from fuser_core.script.torch_subset import spec_attribute
+from fuser_core.script.values import (
     Ignored,
     Namespace,
     Opaque,
@@ -42,9 +45,6 @@ from fuser_core.frontend.script_values import (
     flat_size,
     nested_size,
 )
-from fuser_core.frontend.torch_subset import compare as compare_specs
-from fuser_core.frontend.torch_subset import spec_attribute
-from fuser_core.ir.dtype import DataType
 
 MAX_STEPS = 500_000  # AST nodes evaluated in one load: bounds loops (about a second)
 MAX_WORK = 2_000_000  # list, string and data items a script may create or scan in one load

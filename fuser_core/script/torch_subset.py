@@ -14,7 +14,8 @@ from dataclasses import replace
 from typing import Any
 
 from fuser_core.errors import FuserError
-from fuser_core.frontend.input_spec import (
+from fuser_core.ir.dtype import DataType
+from fuser_core.script.input_spec import (
     MAX_EXTENT,
     MAX_RANK,
     RANDOM_KINDS,
@@ -22,8 +23,7 @@ from fuser_core.frontend.input_spec import (
     contiguous_strides,
     is_non_overlapping_and_dense,
 )
-from fuser_core.frontend.script_values import Ignored, Marker, Namespace, PassContext, SafeFunction
-from fuser_core.ir.dtype import DataType
+from fuser_core.script.values import Ignored, Marker, Namespace, PassContext, SafeFunction
 
 TORCH_DTYPES: dict[str, DataType] = {
     "float32": DataType.Float, "float": DataType.Float, "float64": DataType.Double,

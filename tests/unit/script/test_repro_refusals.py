@@ -9,7 +9,7 @@ from script_helpers import DEFINITION, HEADER, load, only
 
 import fuser_core.frontend as frontend_pkg
 from fuser_core import FuserError, load_repro
-from fuser_core.frontend.repro_expressions import MAX_STEPS, MAX_WORK
+from fuser_core.script.expressions import MAX_STEPS, MAX_WORK
 
 
 def simple(body: str) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fuser_core.errors import FuserError
-from fuser_core.frontend.script_values import Marker, Namespace, SafeFunction, Unavailable
+from fuser_core.script.values import Marker, Namespace, SafeFunction, Unavailable
 
 MISSING = object()
 
