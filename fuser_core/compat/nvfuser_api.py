@@ -14,7 +14,7 @@ from fuser_core.frontend.execution import return_torch_by_default
 from fuser_core.frontend.fusion_cache import FusionCache, enable_automatic_serialization
 from fuser_core.frontend.fusion_definition import FusionDefinition
 from fuser_core.frontend.handles import Scalar, Tensor, Vector
-from fuser_core.ir.dtype import DataType, parse_dtype
+from fuser_core.ir.dtype import DataType, dtype_from_torch_name, parse_dtype
 from fuser_core.ir.layout import compute_contiguity, compute_tensor_descriptor
 
 
@@ -61,11 +61,22 @@ def version() -> Version:
         return Version("0.1.0")
 
 
+# Python scalar types, as nvFuser's pytorch_utils maps them
+_PYTHON_TYPES = {complex: DataType.ComplexDouble, float: DataType.Double, int: DataType.Int, bool: DataType.Bool}
+
+
 def torch_dtype_to_nvfuser_dtype(dtype: Any) -> DataType:
+    """The DataType of a torch dtype (read by name: torch is not imported) or of a
+    Python scalar type (float is Double, int is Int)."""
+    if isinstance(dtype, type) and dtype in _PYTHON_TYPES:
+        return _PYTHON_TYPES[dtype]
+    found = dtype_from_torch_name(str(dtype))
+    if found is not None:
+        return found
     try:
         return parse_dtype(dtype)
-    except ValueError as err:
-        raise FuserError(str(err), op="torch_dtype_to_nvfuser_dtype") from None
+    except (ValueError, TypeError) as err:
+        raise FuserError(f"no nvFuser DataType for {dtype!r}: {err}", op="torch_dtype_to_nvfuser_dtype") from None
 
 
 def disable_automatic_serialization() -> None:

@@ -639,8 +639,7 @@ def _check_slice_args(
         )
     if len(starts) != len(stops):
         raise FuserError(
-            f"Slice indexing attribute dimensions don't match! Start Indices: {len(starts)} "
-            f"End Indices: {len(stops)}",
+            f"Slice indexing attribute dimensions don't match! Start Indices: {len(starts)} End Indices: {len(stops)}",
             op="slice",
         )
     for axis, start in enumerate(starts):

@@ -134,6 +134,11 @@ def torch_name(dtype: DataType) -> str | None:
     return next((name for name, d in _TORCH_DTYPES.items() if d == dtype), None)
 
 
+def dtype_from_torch_name(name: str) -> DataType | None:
+    """The DataType of a torch dtype given by its name (`torch.float16`), or None."""
+    return _TORCH_DTYPES.get(name)
+
+
 def dtype_from_framework(array: Any) -> DataType:
     """The DataType of a NumPy, CuPy or torch array (torch is read by name, not imported)."""
     name = str(getattr(array, "dtype", ""))
