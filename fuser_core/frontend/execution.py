@@ -69,15 +69,24 @@ def wants_torch(inputs: Sequence[Any], device: Any) -> bool:
     return "torch" in sys.modules and (_torch_by_default or device is not None)
 
 
-def torch_seed() -> int:
-    """A seed drawn from torch's default generator, so `torch.manual_seed(n)` before two
-    executions gives both the same random numbers."""
+def torch_philox_state(n_ops: int) -> tuple[int, int]:
+    """The Philox state of an execution with `n_ops` unseeded random ops, from torch's
+    generator as nvFuser takes it: the CUDA generator's seed, and its offset counted in
+    groups of four words, advanced by four per op; so `torch.manual_seed(s)` then the
+    k-th execution draws what `rng_seed=s, rng_offset=k * n_ops` draws. Without a GPU,
+    a seed drawn from torch's CPU generator and offset 0."""
     torch = sys.modules["torch"]
-    return int(torch.randint(0, 2**62, (), dtype=torch.int64).item())
+    if torch.cuda.is_available():
+        torch.cuda.initial_seed()  # initializes CUDA's default generators
+        generator = torch.cuda.default_generators[torch.cuda.current_device()]
+        offset = int(generator.get_offset())
+        generator.set_offset(offset + 4 * n_ops)
+        return int(generator.initial_seed()), offset // 4
+    return int(torch.randint(0, 2**62, (), dtype=torch.int64).item()), 0
 
 
 def seed_source_for(inputs: Sequence[Any], device: Any) -> contextlib.AbstractContextManager[None]:
-    return seeds_from(torch_seed) if wants_torch(inputs, device) else contextlib.nullcontext()
+    return seeds_from(torch_philox_state) if wants_torch(inputs, device) else contextlib.nullcontext()
 
 
 def target_device(inputs: Sequence[Any], device: Any) -> Any:
@@ -104,7 +113,10 @@ def to_torch(value: Any, dtype: DataType, device: Any) -> Any:
         array = np.asarray(value)
         if dtype.is_reduced_float:  # NumPy cannot hand these to torch: move the bits
             array = array.view(np.uint16 if dtype.itemsize == 2 else np.uint8)
-        tensor = torch.from_numpy(np.ascontiguousarray(array) if array.ndim else array.reshape(()).copy())
+        # torch takes NumPy's strides as they are (an output's stride order is kept);
+        # only negative strides, which torch has not, need a copy
+        laid = array if array.ndim and min(array.strides) >= 0 else np.ascontiguousarray(array)
+        tensor = torch.from_numpy(laid if array.ndim else array.reshape(()).copy())
     if wanted is not None and tensor.dtype != wanted:
         # bf16 and fp8 arrive as their bits (uint16/uint8) from NumPy and CuPy
         same_size = tensor.element_size() == wanted.itemsize

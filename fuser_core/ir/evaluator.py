@@ -16,6 +16,7 @@ class ExpressionEvaluator:
         self._values: dict[int, Any] = {}
         self._vals: dict[int, Val] = {}  # keeps bound Vals alive while keyed by id
         self.rng_seed: int | None = None  # the seed drawn for unseeded random ops, if any
+        self.rng_offset = 0  # their base Philox offset (op i draws at rng_offset + i)
 
     def bind(self, val: Val, value: Any) -> None:
         self._values[id(val)] = value

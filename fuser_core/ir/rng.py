@@ -143,23 +143,32 @@ def _normal_double(words: np.ndarray, comp: np.ndarray) -> np.ndarray:
     return np.where(comp % 2 == 0, radius * np.sin(v), radius * np.cos(v))
 
 
-_seed_source: contextvars.ContextVar[Callable[[], int] | None] = contextvars.ContextVar(
-    "fuser_seed_source", default=None
-)
+# A source of Philox states: given how many unseeded random ops one execution has, it
+# returns (seed, base offset) and advances its own state past them.
+PhiloxSource = Callable[[int], tuple[int, int]]
+_seed_source: contextvars.ContextVar[PhiloxSource | None] = contextvars.ContextVar("fuser_seed_source", default=None)
+
+
+def fresh_state(n_ops: int = 1) -> tuple[int, int]:
+    """(seed, base offset) for an execution whose `n_ops` random ops name no seed: from
+    the caller's generator where one is set (`seeds_from`), else a 63-bit seed from the
+    OS and offset 0. Unseeded op i draws at offset `base + i`."""
+    source = _seed_source.get()
+    if source is None:
+        return secrets.randbits(63), 0
+    seed, offset = source(n_ops)
+    return seed & (2**63 - 1), offset
 
 
 def fresh_seed() -> int:
-    """A seed for an execution whose fusion names none (63 bits, as a non-negative Int):
-    from the caller's generator where one is set (`seeds_from`), else from the OS."""
-    source = _seed_source.get()
-    return source() & (2**63 - 1) if source is not None else secrets.randbits(63)
+    return fresh_state(1)[0]
 
 
 @contextlib.contextmanager
-def seeds_from(source: Callable[[], int]) -> Iterator[None]:
-    """Draw the seeds of unseeded random ops from `source` inside the block (torch's
-    generator for torch callers, so `torch.manual_seed` makes a run repeatable, as it
-    does in nvFuser)."""
+def seeds_from(source: PhiloxSource) -> Iterator[None]:
+    """Draw the Philox states of unseeded random ops from `source` inside the block
+    (torch's generator for torch callers, so `torch.manual_seed` makes a run repeatable
+    and matches nvFuser's numbers, as nvFuser reads the same generator)."""
     token = _seed_source.set(source)
     try:
         yield
@@ -222,22 +231,33 @@ class RNGOp(Expr):
 
 
 def unbound_rng_states(exprs: Sequence[Expr]) -> list[tuple[Scalar, Scalar, int]]:
-    """(seed, offset, index) of each RNGOp with no user seed: the run supplies them."""
+    """(seed, base offset, index) of each RNGOp with no user seed: the run supplies the
+    seed and the base offset, symbolic scalars shared by those ops (op i draws at
+    `base + i`)."""
     found: list[tuple[Scalar, Scalar, int]] = []
     for expr in exprs:
         if isinstance(expr, RNGOp) and not expr.user_seeded:
-            found.append((expr.seed, expr.offset, len(found)))  # type: ignore[arg-type]
+            found.append((expr.seed, _base_offset(expr.offset), len(found)))  # type: ignore[arg-type]
     return found
 
 
-_drawn_seeds: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("fuser_drawn_seeds", default=None)
+def _base_offset(offset: Val) -> Val:
+    """The run's base-offset leaf under an unseeded op's `base + i`."""
+    while offset.definition is not None:
+        offset = next(v for v in offset.definition.inputs if not (isinstance(v, Scalar) and v.is_const))
+    return offset
+
+
+_drawn_seeds: contextvars.ContextVar[list[tuple[int, int]] | None] = contextvars.ContextVar(
+    "fuser_drawn_seeds", default=None
+)
 
 
 @contextlib.contextmanager
-def recording_run_seeds() -> Iterator[list[int]]:
+def recording_run_seeds() -> Iterator[list[tuple[int, int]]]:
     """The seeds `bind_run_seed` draws while the block runs (for the run report, whose
     executor never sees the backend's evaluator)."""
-    drawn: list[int] = []
+    drawn: list[tuple[int, int]] = []
     token = _drawn_seeds.set(drawn)
     try:
         yield drawn
@@ -246,12 +266,16 @@ def recording_run_seeds() -> Iterator[list[int]]:
 
 
 def bind_run_seed(exprs: Sequence[Expr], ev: Any) -> None:
-    """Give the unseeded random ops of one execution a fresh seed (kept in
-    `ev.rng_seed`, so the run can be replayed); an already bound seed stays."""
-    for seed, _, _ in unbound_rng_states(exprs):
+    """Give the unseeded random ops of one execution a fresh Philox state: seed and base
+    offset (kept in `ev.rng_seed` and `ev.rng_offset`, so the run can be replayed). An
+    already bound seed stays; its base offset is `ev.rng_offset` (0 unless set)."""
+    states = unbound_rng_states(exprs)
+    for seed, base, _ in states:
         if not ev.is_bound(seed):
-            ev.rng_seed = fresh_seed()
+            ev.rng_seed, ev.rng_offset = fresh_state(len(states))
             ev.bind(seed, ev.rng_seed)
             recorder = _drawn_seeds.get()
             if recorder is not None:
-                recorder.append(ev.rng_seed)
+                recorder.append((ev.rng_seed, ev.rng_offset))
+        if not ev.is_bound(base):
+            ev.bind(base, ev.rng_offset)

@@ -1,9 +1,10 @@
 """Random tensors: uniform, normal, rand_like and randn_like (nvFuser's RNGOp).
 
 With `rng_seed` and `rng_offset` an op is deterministic. Without them, every
-execution draws a fresh seed (the fusion's Philox state, one symbolic scalar shared
-by its unseeded ops) and each unseeded op takes its own offset (0, 1, ...), so two
-ops of one fusion never repeat each other's numbers.
+execution draws a fresh Philox state (a seed and a base offset, symbolic scalars
+shared by its unseeded ops) and unseeded op i draws at offset base + i, so two ops of
+one fusion never repeat each other's numbers. Torch callers get the state from torch's
+generator, as nvFuser's executions do.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from fuser_core.errors import FuserError
 from fuser_core.ir import scalar_math as sm
 from fuser_core.ir.base import Val, current_fusion
 from fuser_core.ir.dtype import DataType
-from fuser_core.ir.rng import RNGOp, RNGOpType
+from fuser_core.ir.rng import RNGOp, RNGOpType, unbound_rng_states
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_view import TensorDomain, TensorView
 from fuser_core.ops.creation import factory_id
@@ -39,8 +40,10 @@ def _state(seed: Scalar | None, offset: Scalar | None, op: str) -> tuple[Scalar,
                 raise FuserError(f"{arg} must be an integer, got {value} ({value.dtype!r})", op=op)
         return sm.cast(DataType.Int, seed), sm.cast(DataType.Int, offset), True
     unseeded = [e for e in current_fusion().statements() if isinstance(e, RNGOp) and not e.user_seeded]
-    run_seed = unseeded[0].seed if unseeded else Scalar(DataType.Int)
-    return run_seed, sm.const(len(unseeded), DataType.Int), False  # type: ignore[return-value]
+    if not unseeded:  # the run's Philox state: a seed and a base offset, bound per execution
+        return Scalar(DataType.Int), Scalar(DataType.Int), False
+    base = unbound_rng_states(unseeded)[0][1]
+    return unseeded[0].seed, sm.add(base, sm.const(len(unseeded), DataType.Int)), False  # type: ignore[return-value,arg-type]
 
 
 def _random(

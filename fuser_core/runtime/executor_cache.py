@@ -77,6 +77,7 @@ class RunReport:
     launches: tuple[LaunchRecord, ...] = ()  # per kernel launch, on the cuda backend
     compiles: tuple[str, ...] = ()  # on a miss that built a runtime: what each kernel's compile did
     rng_seed: int | None = None  # the seed drawn for unseeded random ops (replays the run)
+    rng_offset: int = 0  # and their base Philox offset (op i draws at rng_offset + i)
 
     def compile_summary(self) -> str:
         """`compiled 2 kernels (0.41 s)`, or `warm start: compiled nothing` when every
@@ -190,9 +191,16 @@ class FusionExecutorCache:
         with recording_run_seeds() as drawn:
             outputs = runtime.run(args)
         seconds = time.perf_counter() - start
-        seed = drawn[0] if drawn else None
+        seed, offset = drawn[0] if drawn else (None, 0)
         report = RunReport(
-            self._runs, event, runtime, _describe_args(self.fusion, args), seconds, runtime.launches, rng_seed=seed
+            self._runs,
+            event,
+            runtime,
+            _describe_args(self.fusion, args),
+            seconds,
+            runtime.launches,
+            rng_seed=seed,
+            rng_offset=offset,
         )
         self._runs += 1
         self.reports.append(report)

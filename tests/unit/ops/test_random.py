@@ -222,3 +222,53 @@ def test_definition_errors(call: object, message: str) -> None:
         call(fd, t)  # type: ignore[operator]
     assert message in str(info.value)
     assert info.value.op in ("rand_like", "uniform", "normal")
+
+
+class _FakeGenerator:
+    """torch's CUDA generator as nvFuser reads it: a seed and an offset in words."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed, self.offset = seed, 0
+
+    def initial_seed(self) -> int:
+        return self.seed
+
+    def get_offset(self) -> int:
+        return self.offset
+
+    def set_offset(self, offset: int) -> None:
+        self.offset = offset
+
+
+def test_unseeded_runs_take_torchs_generator_state_as_nvfuser_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After `torch.manual_seed(s)`, the k-th execution of a fusion with n unseeded ops
+    draws what `rng_seed=s, rng_offset=k*n + i` draws for its op i (nvFuser's note
+    "divide offset by 4"), and the generator's offset moves by 4 per op."""
+    import sys
+    import types
+
+    from fuser_core.frontend.execution import torch_philox_state
+    from fuser_core.ir.rng import seeds_from
+
+    generator = _FakeGenerator(seed=987654321)
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True, initial_seed=lambda: 0, current_device=lambda: 0, default_generators=[generator]
+    )
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+
+    with FusionDefinition() as stateful:
+        stateful.add_output(stateful.ops.uniform(0.0, 1.0, [6, 5]))
+        stateful.add_output(stateful.ops.normal(0.0, 1.0, [7]))
+    with FusionDefinition() as seeded:
+        seed, offset = seeded.define_scalar(DataType.Int), seeded.define_scalar(DataType.Int)
+        one = seeded.define_scalar(1, DataType.Int)
+        seeded.add_output(seeded.ops.uniform(0.0, 1.0, [6, 5], rng_seed=seed, rng_offset=offset))
+        seeded.add_output(seeded.ops.normal(0.0, 1.0, [7], rng_seed=seed, rng_offset=seeded.ops.add(offset, one)))
+    with seeds_from(torch_philox_state):
+        runs = [stateful.execute([]) for _ in range(3)]
+    assert generator.offset == 3 * 2 * 4
+    for k, (uniform, normal) in enumerate(runs):
+        want_uniform, want_normal = seeded.execute([generator.seed, 2 * k])
+        np.testing.assert_array_equal(uniform, want_uniform)
+        np.testing.assert_array_equal(normal, want_normal)
+    assert not np.array_equal(runs[0][0], runs[1][0])
