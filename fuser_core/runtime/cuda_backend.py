@@ -416,7 +416,7 @@ class HostGroup:
 
     def run(self, tensors: dict[int, Any], leaves: dict[int, Any], cupy: Any, dtypes: dict[int, DataType]) -> None:
         if self.device_path is not None:
-            run_on_device(self.fusion, self.device_path, tensors, cupy)
+            run_on_device(self.fusion, self.device_path, tensors, cupy, leaves)
             return
         ev = bind_leaves(self.fusion, leaves)
         for val in self.fusion.inputs:

@@ -1,4 +1,8 @@
-"""Library groups that run on the device in a cuda run: matmul and linear.
+"""Library groups that run on the device in a cuda run: matmul and linear, and views.
+
+A no_op group whose outputs are views of fusion inputs (fuser_core.scheduler.aliases)
+runs no kernel: each output is its input's device array reshaped, sharing its storage,
+as nvFuser returns aliased outputs.
 
 nvFuser runs these through ATen (its expr_eval segments), so its results are torch's
 bit for bit. Here the same: through torch when the caller has torch loaded, else
@@ -15,13 +19,17 @@ from fuser_core.ir.dtype import DataType
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.tensor_exprs import MatmulOp
 from fuser_core.ir.tensor_view import TensorView
+from fuser_core.runtime.reference import bind_leaves
+from fuser_core.scheduler.aliases import aliased_input
 
 _CUPY_TYPES = frozenset({DataType.Half, DataType.Float, DataType.Double})
 _TORCH_TYPES = _CUPY_TYPES | {DataType.BFloat16}
 
 
 def device_path(fusion: Fusion) -> str | None:
-    """ "torch" or "cupy" where every op of the group has a device form, else None."""
+    """ "view", "torch" or "cupy" where every op of the group has a device form, else None."""
+    if _view_sources(fusion) is not None:
+        return "view"
     exprs = fusion.exprs()
     if not exprs or not all(isinstance(e, MatmulOp) for e in exprs):
         return None
@@ -33,8 +41,26 @@ def device_path(fusion: Fusion) -> str | None:
     return None
 
 
-def run_on_device(fusion: Fusion, path: str, tensors: dict[int, Any], cupy: Any) -> None:
+def _view_sources(fusion: Fusion) -> list[tuple[TensorView, TensorView]] | None:
+    """(output, the input it is a view of) for every output, or None."""
+    inputs = [tv for tv in fusion.inputs if isinstance(tv, TensorView)]
+    pairs = []
+    for out in fusion.outputs:
+        source = aliased_input(out, inputs) if isinstance(out, TensorView) else None
+        if source is None:
+            return None
+        pairs.append((out, source))
+    return pairs or None
+
+
+def run_on_device(fusion: Fusion, path: str, tensors: dict[int, Any], cupy: Any, leaves: dict[int, Any]) -> None:
     """Compute the group's outputs into `tensors` (CuPy arrays by tensor name)."""
+    if path == "view":
+        ev = bind_leaves(fusion, leaves)
+        for out, source in _view_sources(fusion) or []:
+            shape = [int(ev.evaluate(d.maybe_expanded_extent)) for d in out.logical_no_reductions()]
+            tensors[out.name] = tensors[source.name].reshape(shape)
+        return
     for expr in fusion.exprs():
         assert isinstance(expr, MatmulOp)
         out: TensorView = expr.output  # type: ignore[assignment]

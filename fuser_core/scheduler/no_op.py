@@ -1,8 +1,12 @@
-"""The no_op scheduler: a group whose outputs hold no element needs no kernel."""
+"""The no_op scheduler: a group needs no kernel when its outputs hold no element, or
+when each output is a view of a fusion input's storage (a reshape, squeeze or
+broadcast of a dense input: nvFuser's aliased outputs, computed by pointer arithmetic)."""
 
 from __future__ import annotations
 
 from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.tensor_view import TensorView
+from fuser_core.scheduler.aliases import aliased_input
 from fuser_core.scheduler.base import HeuristicParams, RejectCategory, Rejection, ScheduleRecord, SchedulerType, reject
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 
@@ -17,6 +21,8 @@ class NoOpScheduler:
         return None
 
     def run_time_check(self, group: GroupView, info: RuntimeInfo) -> Rejection | None:
+        if group.outputs and all(view_of_fusion_input(tv, group) is not None for tv in group.outputs):
+            return None
         for tv in group.outputs:
             if info.numel(tv) != 0:
                 return reject(self.type, f"output has a concrete dimension: T{tv.name} has {info.numel(tv)} elements")
@@ -26,4 +32,14 @@ class NoOpScheduler:
         return HeuristicParams(self.type)
 
     def schedule(self, fusion: Fusion, params: HeuristicParams) -> ScheduleRecord:
+        inputs = [tv for tv in fusion.inputs if isinstance(tv, TensorView)]
+        views = [(out, aliased_input(out, inputs)) for out in fusion.outputs if isinstance(out, TensorView)]
+        if views and all(source is not None for _, source in views):
+            return ScheduleRecord(notes=[f"T{out.name} is a view of T{source.name}" for out, source in views])  # type: ignore[union-attr]
         return ScheduleRecord(notes=["every output is empty: nothing to compute"])
+
+
+def view_of_fusion_input(tv: TensorView, group: GroupView) -> TensorView | None:
+    """The fusion input whose storage the group output `tv` is a view of, or None."""
+    source = aliased_input(tv, group.inputs)
+    return source if source is not None and source in source.fusion.inputs else None
