@@ -67,6 +67,7 @@ class FusionDefinition:
         self._is_cpu: list[bool] = []  # per fusion input
         self._debug_output: str | None = None
         self._profile: FusionProfile | None = None
+        self._user_scheduled = False  # a subclass's own schedule(): the user scheduler runs it
         if id is not None:
             self._bind_entry(FusionCache.get().entry(int_arg(id, "FusionDefinition", "id")))
 
@@ -95,6 +96,9 @@ class FusionDefinition:
         self._completed = True
         records = tuple(self._recorder.records)
         key = self._recorder.body()
+        if self._user_scheduled:  # its own kernel, never shared with the plain definition
+            key = "# user schedule\n" + key
+            self.fusion.user_scheduled = True
         if self._recorder.unprintable is not None:  # no structural key: never shared
             key = f"# unprintable ({self._recorder.unprintable}) #{id(self)}\n" + key
         entry, _ = FusionCache.get().lookup_or_add(records, key)
@@ -136,6 +140,7 @@ class FusionDefinition:
         return getattr(type(self), method, None) is not getattr(FusionDefinition, method, None)
 
     def _build_from_methods(self) -> None:
+        self._user_scheduled = self._has_own("schedule")
         with self:
             self.definition()
         if self._has_own("schedule"):

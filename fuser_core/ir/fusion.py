@@ -24,6 +24,8 @@ class Fusion:
         # A user's `add_output(tv, stride_order=...)`: a requirement, unlike inferred
         # allocation domains, which are hints a scheduler may drop.
         self.output_stride_order: dict[TensorView, list[int]] = {}
+        # Set by a definition with its own schedule(): one kernel, the user scheduler.
+        self.user_scheduled = False
         self._statements: list[Statement] = []
         self._counters = {"tv": 0, "id": 0, "scalar": 0, "expr": 0, "td": 0}
         self._zero: Scalar | None = None
@@ -168,6 +170,7 @@ class Fusion:
         new.inputs = [mapping[id(v)] for v in self.inputs]
         new.outputs = [mapping[id(v)] for v in self.outputs]
         new.output_stride_order = {mapping[id(tv)]: list(order) for tv, order in self.output_stride_order.items()}
+        new.user_scheduled = self.user_scheduled
         new._zero = mapping[id(self._zero)] if self._zero is not None else None
         new._one = mapping[id(self._one)] if self._one is not None else None
         return new, mapping

@@ -59,6 +59,7 @@ GENERATED = {
     SchedulerType.reduction,
     SchedulerType.inner_persistent,
     SchedulerType.outer_persistent,
+    SchedulerType.user,
 }
 
 

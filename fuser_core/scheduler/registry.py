@@ -12,6 +12,7 @@ from fuser_core.scheduler.no_op import NoOpScheduler
 from fuser_core.scheduler.pointwise import PointwiseScheduler
 from fuser_core.scheduler.reduction import InnerPersistentScheduler, OuterPersistentScheduler, ReductionScheduler
 from fuser_core.scheduler.transpose import TransposeScheduler
+from fuser_core.scheduler.user import UserScheduler
 
 SCHEDULERS: tuple[Scheduler, ...] = (
     ExprEvalScheduler(),
@@ -23,7 +24,8 @@ SCHEDULERS: tuple[Scheduler, ...] = (
     OuterPersistentScheduler(),
 )
 
-BY_TYPE: dict[SchedulerType, Scheduler] = {s.type: s for s in SCHEDULERS}
+# The user scheduler is never proposed: a user-scheduled fusion goes to it whole.
+BY_TYPE: dict[SchedulerType, Scheduler] = {s.type: s for s in (*SCHEDULERS, UserScheduler())}
 
 
 def propose(group: GroupView, info: RuntimeInfo | None) -> tuple[Scheduler | None, list[Rejection]]:

@@ -26,7 +26,7 @@ from fuser_core.scheduler.base import RejectCategory, Rejection, Scheduler, Sche
 from fuser_core.scheduler.common import drop_output_hints
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 from fuser_core.scheduler.id_map import IdMap
-from fuser_core.scheduler.registry import propose
+from fuser_core.scheduler.registry import BY_TYPE, propose
 from fuser_core.segmenter.segmented_fusion import (
     MergeAttempt,
     NeighbourReason,
@@ -69,6 +69,10 @@ class SegmentCandidateFinder:
 
     # -- entry point --------------------------------------------------------------------
     def run(self) -> SegmentedFusion:
+        if self.fusion.user_scheduled:  # the user scheduled it: one kernel, unsegmented
+            group = self._new_group(self.exprs)
+            group.verdict = (BY_TYPE[SchedulerType.user], [])
+            return self._finish([group], ())
         has_hint = any(_is_segment_hint(e) for e in self.exprs)
         whole = GroupView.of(self.exprs, self.id_map, self.fusion_outputs)
         scheduler, rejections = propose(whole, self.info)
