@@ -30,6 +30,9 @@ from fuser_core.runtime.executor_cache import FusionExecutorCache
 FORMAT = "fuser-workbench-fusion-cache"
 VERSION = 1
 AUTOMATIC_ENV = "FUSER_FUSION_CACHE"  # where automatic serialization writes, if set
+# The key prefix FusionDefinition gives a definition with its own schedule(): its entry is
+# never shared with the plain definition, and its fusion goes to the user scheduler.
+USER_SCHEDULE_MARK = "# user schedule\n"
 
 
 @dataclass
@@ -49,6 +52,10 @@ class CachedFusion:
     def built(self) -> bool:
         return self.fusion is not None
 
+    @property
+    def user_scheduled(self) -> bool:
+        return self.key.startswith(USER_SCHEDULE_MARK)
+
     def adopt(
         self,
         fusion: Fusion,
@@ -58,6 +65,8 @@ class CachedFusion:
     ) -> None:
         self.fusion, self.aliases = fusion, list(aliases)
         self.is_cpu, self.input_slots = list(is_cpu), list(input_slots)
+        if self.user_scheduled:  # also when rebuilt from its records (deserialized)
+            fusion.user_scheduled = True
 
     def executor(self) -> FusionExecutorCache:
         if self.fusion is None:
@@ -111,7 +120,10 @@ class FusionCache:
         data = {
             "format": FORMAT,
             "version": VERSION,
-            "fusions": [{"id": e.id, "records": [r.to_json() for r in e.records]} for e in self._entries],
+            "fusions": [
+                {"id": e.id, "records": [r.to_json() for r in e.records], "user_schedule": e.user_scheduled}
+                for e in self._entries
+            ],
         }
         target = Path(path)
         tmp = target.with_name(target.name + ".tmp")
@@ -137,7 +149,9 @@ class FusionCache:
         for position, item in enumerate(data.get("fusions", [])):
             if item.get("id") != position:
                 raise FuserError(f"{path}: fusion ids must count up from 0, found {item.get('id')} at {position}")
-            self._add(tuple(Record.from_json(r) for r in item["records"]))
+            records = tuple(Record.from_json(r) for r in item["records"])
+            prefix = USER_SCHEDULE_MARK if item.get("user_schedule") else ""
+            self._add(records, prefix + structural_key(records))
 
     # -- used by FusionDefinition -------------------------------------------------------
     def lookup_or_add(self, records: tuple[Record, ...], key: str) -> tuple[CachedFusion, bool]:

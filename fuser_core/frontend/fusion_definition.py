@@ -27,7 +27,7 @@ from fuser_core.frontend.execution import (
     seed_source_for,
     write_alias,
 )
-from fuser_core.frontend.fusion_cache import CachedFusion, FusionCache
+from fuser_core.frontend.fusion_cache import USER_SCHEDULE_MARK, CachedFusion, FusionCache
 from fuser_core.frontend.handles import Scalar, Tensor, Vector
 from fuser_core.frontend.operators import Operators
 from fuser_core.frontend.recording import Recorder, print_definition, replay
@@ -97,7 +97,7 @@ class FusionDefinition:
         records = tuple(self._recorder.records)
         key = self._recorder.body()
         if self._user_scheduled:  # its own kernel, never shared with the plain definition
-            key = "# user schedule\n" + key
+            key = USER_SCHEDULE_MARK + key
             self.fusion.user_scheduled = True
         if self._recorder.unprintable is not None:  # no structural key: never shared
             key = f"# unprintable ({self._recorder.unprintable}) #{id(self)}\n" + key
@@ -268,7 +268,7 @@ class FusionDefinition:
             self.fusion.add_input(val)
             self._input_slots.append(1)
             self._is_cpu.append(False)
-            self._recorder.canonical("define_scalar", (), {"dtype": val.dtype})
+            self._recorder.canonical("define_scalar", (None,), {"dtype": val.dtype})
             return Scalar(self, val)
         val = constant(value, dtype, "define_scalar")
         self._recorder.canonical("define_scalar", (val.value,), {"dtype": val.dtype})

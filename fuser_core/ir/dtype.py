@@ -246,7 +246,12 @@ def parse_dtype(value: object) -> DataType:
         if name in DataType.__members__:
             return DataType[name]
         raise ValueError(f"unknown dtype {value!r}; valid: {', '.join(DataType.__members__)}")
-    found = dtype_from_numpy(np.dtype(value))  # type: ignore[call-overload]
+    if str(value) in _TORCH_DTYPES:  # a torch dtype, read by name (torch is not imported)
+        return _TORCH_DTYPES[str(value)]
+    try:
+        found = dtype_from_numpy(np.dtype(value))  # type: ignore[call-overload]
+    except TypeError:
+        found = None
     if found is None:
         raise ValueError(f"no DataType for {value!r}")
     return found

@@ -44,12 +44,12 @@ def device_path(fusion: Fusion) -> str | None:
 def _view_sources(fusion: Fusion) -> list[tuple[TensorView, TensorView]] | None:
     """(output, the input it is a view of) for every output, or None."""
     inputs = [tv for tv in fusion.inputs if isinstance(tv, TensorView)]
-    pairs = []
-    for out in fusion.outputs:
-        source = aliased_input(out, inputs) if isinstance(out, TensorView) else None
+    pairs: list[tuple[TensorView, TensorView]] = []
+    for val in fusion.outputs:
+        source = aliased_input(val, inputs) if isinstance(val, TensorView) else None
         if source is None:
             return None
-        pairs.append((out, source))
+        pairs.append((val, source))  # type: ignore[arg-type]
     return pairs or None
 
 
@@ -57,9 +57,9 @@ def run_on_device(fusion: Fusion, path: str, tensors: dict[int, Any], cupy: Any,
     """Compute the group's outputs into `tensors` (CuPy arrays by tensor name)."""
     if path == "view":
         ev = bind_leaves(fusion, leaves)
-        for out, source in _view_sources(fusion) or []:
-            shape = [int(ev.evaluate(d.maybe_expanded_extent)) for d in out.logical_no_reductions()]
-            tensors[out.name] = tensors[source.name].reshape(shape)
+        for view, source in _view_sources(fusion) or []:
+            shape = [int(ev.evaluate(d.maybe_expanded_extent)) for d in view.logical_no_reductions()]
+            tensors[view.name] = tensors[source.name].reshape(shape)
         return
     for expr in fusion.exprs():
         assert isinstance(expr, MatmulOp)

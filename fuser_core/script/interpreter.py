@@ -100,7 +100,8 @@ def as_fuser_error(err: Exception) -> FuserError:
 
 
 def to_input_specs(value: Any, op: str) -> list[InputSpec]:
-    """A script's input list as specs: torch-made tensors and Python numbers."""
+    """A script's input list as specs: torch-made tensors, Python numbers, and lists of
+    ints for vector inputs."""
     if not isinstance(value, (list, tuple)):
         raise FuserError(f"inputs must be a list, got a {kind_of(value)}", op=op)
     specs: list[InputSpec] = []
@@ -109,6 +110,9 @@ def to_input_specs(value: Any, op: str) -> list[InputSpec]:
             specs.append(item)
         elif isinstance(item, (bool, int, float, complex)):
             specs.append(ScalarSpec(item))
+        elif isinstance(item, (list, tuple)) and all(type(v) is int for v in item):
+            # a vector input (`define_vector(n)`), given as n ints: one scalar input each
+            specs.extend(ScalarSpec(v) for v in item)
         else:
             raise FuserError(f"input {index} is a {kind_of(item)}, not a torch tensor or a Python number", op=op)
     return specs

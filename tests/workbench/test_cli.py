@@ -482,3 +482,36 @@ def test_report_writes_html_and_json(tmp_path):
 
     data = json.loads(data_path.read_text())
     assert data["source"] == "issue785_reduction_pow.py" and len(data["artifacts"]["groups"]) == 2
+
+
+def test_export_repro_writes_a_script_that_loads_back_with_the_same_ir_shapes_and_options(tmp_path):
+    code, text = run_cli(
+        "export-repro", "issue785_reduction_pow", "--shapes", "4x8x64", "4x8x64", "--disable", "vectorization",
+        "--output-dir", str(tmp_path),
+    )  # fmt: skip
+    written = tmp_path / "issue785_reduction_pow.nvfuser_fusion_id6.repro.py"
+    assert code == 0 and text == f"wrote {written}\n"
+    script = written.read_text()
+    assert script.startswith("# fuser-workbench repro: runs under nvFuser or `python -m fuser_core.compat`\n")
+    assert script.endswith(
+        "inputs = [\n"
+        "    torch.testing.make_tensor((4, 8, 64), dtype=torch.float32, device='cuda:0'),\n"
+        "    torch.testing.make_tensor((4, 8, 64), dtype=torch.float32, device='cuda:0'),\n"
+        "]\nfd.execute(inputs, _disable_options=['vectorization'])\n"
+    )
+    (original,) = load_repro(SAMPLES_DIR / "issue785_reduction_pow.py").definitions
+    loaded = load_repro(written)
+    assert not loaded.problems
+    (again,) = loaded.definitions
+    assert again.fd.fusion_ir() == original.fd.fusion_ir()
+    assert [(spec.shape, spec.dtype) for spec in again.inputs] == [((4, 8, 64), original.inputs[0].dtype)] * 2
+
+
+def test_export_repro_to_a_named_file(tmp_path):
+    out = tmp_path / "bug.py"
+    code, text = run_cli("export-repro", str(SAMPLES_DIR / "softmax.py"), "-o", str(out))
+    assert code == 0 and text == f"wrote {out}\n"
+    (original,) = load_repro(SAMPLES_DIR / "softmax.py").definitions
+    (again,) = load_repro(out).definitions
+    assert again.fd.fusion_ir() == original.fd.fusion_ir()
+    assert [spec.shape for spec in again.inputs] == [spec.shape for spec in original.inputs]

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from fuser_core import FuserError
+from fuser_core import FuserError, load_repro
 from workbench.artifacts import stages
 from workbench.graph import segment_graph, write_graph
 from workbench.metrics import COLUMNS, rows, write_csv
@@ -182,3 +182,23 @@ def test_a_failed_run_exports_its_report_but_no_graph(tmp_path):
     with pytest.raises(FuserError, match="no segment graph to export: run 1 failed"):
         export_graph(failed, session.path, tmp_path)
     assert "softmax.py:22" in export_report(failed, session.path, tmp_path).read_text()
+
+
+def test_export_repro_writes_the_sessions_definition_shapes_and_options(tmp_path):
+    from workbench.exports import export_repro
+
+    session = Session.open("resize_pad_to_broadcast_dynamic")
+    session.set_shapes([(8, 3, 2, 5, 6), (8, 4, 4, 3, 5)])
+    session.options = session.options.toggled("concretize_resize_extents")
+    path = export_repro(session, tmp_path)
+    assert path == tmp_path / f"resize_pad_to_broadcast_dynamic.{session.definition}.repro.py"
+    text = path.read_text()
+    assert text == session.repro_script()
+    assert text.endswith("fd.execute(inputs, _disable_options=['concretize_resize_extents'])\n")
+    (again,) = load_repro(path).definitions
+    assert again.fd.fusion_ir() == session.loaded.fd.fusion_ir()
+    tensors, scalars = again.inputs[:2], again.inputs[2:]
+    assert [spec.shape for spec in tensors] == [(8, 3, 2, 5, 6), (8, 4, 4, 3, 5)]
+    assert [spec.value for spec in scalars] == list(session.scalars)
+    named = export_repro(session, tmp_path, tmp_path / "mine.py")
+    assert named == tmp_path / "mine.py" and named.read_text() == text

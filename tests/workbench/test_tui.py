@@ -27,6 +27,7 @@ from tui_helpers import (
     view_text,
 )
 
+from fuser_core import load_repro
 from workbench import cli
 from workbench.samples import SAMPLES_DIR, sample_paths
 from workbench.tui import app as app_module
@@ -315,3 +316,27 @@ def test_fuser_wb_file_opens_the_tui_in_a_terminal_and_prints_text_otherwise(mon
     out = io.StringIO()
     assert cli.main(["softmax"], out=out) == 0
     assert len(launched) == 2 and out.getvalue().startswith("== nvfuser_fusion_id4 (line ")
+
+
+def test_the_palettes_export_repro_writes_the_script_with_the_runs_shapes_and_options(tmp_path):
+    app = make_app("issue785_reduction_pow", shapes=POW_SMALL, export_dir=tmp_path)
+
+    async def steps(pilot):
+        titles = {c.title: c for c in app.commands()}
+        assert "nvFuser's repro of this fusion" in titles["Export repro script"].help
+        titles["Toggle vectorization"].callback()
+        app.query_one("#ir-view").focus()
+        await pilot.press("r")  # the sidebar's settings apply when run
+        await settle(pilot)
+        titles["Export repro script"].callback()
+        await pilot.pause()
+        written = tmp_path / f"issue785_reduction_pow.{app.session.definition}.repro.py"
+        text = written.read_text()
+        assert "    torch.testing.make_tensor((4, 8, 64), dtype=torch.float32, device='cuda:0'),\n" in text
+        assert text.endswith("fd.execute(inputs, _disable_options=['vectorization'])\n")
+        (again,) = load_repro(written).definitions
+        assert again.fd.fusion_ir() == app.session.loaded.fd.fusion_ir()
+        log = await show(pilot, "log")
+        assert f"export repro: wrote {written}" in log
+
+    drive(app, steps)

@@ -141,11 +141,13 @@ def test_ids_number_concretizations_from_one_and_runtimes_from_zero():
     assert [e.runtime for e in fd.executor_cache.events] == ["f0_c1_r0", "f0_c2_r0", "f0_c2_r1"]
 
 
-def test_fusion_id_comes_from_the_definition():
-    with FusionDefinition(id=7) as fd:
+def test_fusion_id_comes_from_the_fusion_cache():
+    pointwise().execute([rand(2, 2)])  # fusion 0
+    with FusionDefinition() as fd:
         fd.add_output(fd.ops.neg(fd.define_tensor(shape=[-1], contiguity=True)))
     fd.execute([rand(3)])
-    assert fd.executor_cache.events[0].runtime == "f7_c1_r0"
+    assert fd.id() == 1
+    assert fd.executor_cache.events[0].runtime == "f1_c1_r0"
 
 
 def test_cache_events_dump_prints_one_line_per_execution():
