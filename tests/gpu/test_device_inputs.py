@@ -49,9 +49,11 @@ def test_torch_cuda_bf16_inputs():
     x = torch.randn(64, 257, device="cuda", dtype=torch.bfloat16)
     fd = softmax_like()
     (out,) = fd.execute([x])
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16 and out.is_cuda  # torch in, torch out
+    got = out.float().cpu().numpy()
     reference = torch.softmax(x.float(), dim=1).cpu().numpy()
-    np.testing.assert_allclose(out.astype(np.float32), reference, rtol=1e-2, atol=1e-2)
-    np.testing.assert_allclose(out.astype(np.float32), expected(x.float().cpu().numpy()), rtol=1e-2, atol=1e-3)
+    np.testing.assert_allclose(got, reference, rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(got, expected(x.float().cpu().numpy()), rtol=1e-2, atol=1e-3)
 
 
 def test_torch_non_contiguous_cuda_input_keeps_its_stride_order():
@@ -60,6 +62,6 @@ def test_torch_non_contiguous_cuda_input_keeps_its_stride_order():
     with FusionDefinition() as fd:
         fd.add_output(fd.ops.neg(fd.define_tensor(shape=[-1, -1], contiguity=False)))
     (out,) = fd.execute([x])
-    np.testing.assert_array_equal(out, -x.cpu().numpy())
+    np.testing.assert_array_equal(out.cpu().numpy(), -x.cpu().numpy())
     signature = fd.executor_cache.last_runtime.signature
     assert signature.inputs[0].stride_order == (0, 1)

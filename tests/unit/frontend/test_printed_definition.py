@@ -197,9 +197,10 @@ def nvfuser_module(monkeypatch):
     torch-by-default flag undone afterwards)."""
     from fuser_core.compat.nvfuser_api import build_modules
 
-    monkeypatch.setattr(execution, "_torch_by_default", False)
     for name, module in build_modules().items():
         monkeypatch.setitem(sys.modules, name, module)
+    yield
+    execution.return_torch_by_default(False)
 
 
 def test_the_repro_of_numpy_inputs_names_cuda_tensors_and_loads_with_the_same_fusion():

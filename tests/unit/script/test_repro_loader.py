@@ -143,9 +143,10 @@ def test_ops_written_directly_in_the_with_block():
     np.testing.assert_array_equal(out, -ld.materialize_inputs(0)[0])
 
 
-def test_definition_id_is_passed_to_fusion_definition():
-    script = load(HEADER + "with FusionDefinition(id=3) as fd:\n    fd.add_output(fd.define_tensor([-1], [True]))\n")
-    assert only(script).fd.id == 3
+def test_a_definition_naming_an_id_not_in_the_fusion_cache_is_refused_with_its_line():
+    # nvFuser refuses to define into an id of its FusionCache; one that is not there is named.
+    with pytest.raises(FuserError, match=r"<repro>:3: fusion id 3 is not in the FusionCache"):
+        load(HEADER + "with FusionDefinition(id=3) as fd:\n    fd.add_output(fd.define_tensor([-1], [True]))\n")
 
 
 def test_uncalled_pytest_test_function_with_a_with_block():
