@@ -60,6 +60,10 @@ __device__ __forceinline__ float __bfloat2float(const __bfloat b) {
 }
 
 template <typename T> __device__ __forceinline__ T where(bool c, T a, T b) { return c ? a : b; }
+// Mixed operand types (an int64_t tensor value with an int literal, ...): C's common type.
+template <typename A, typename B> __device__ __forceinline__ auto where(bool c, A a, B b) -> decltype(c ? a : b) {
+  return c ? a : b;
+}
 __device__ __forceinline__ float relu(float x) { return x > 0.f ? x : 0.f; }
 __device__ __forceinline__ double relu(double x) { return x > 0. ? x : 0.; }
 __device__ __forceinline__ int relu(int x) { return x > 0 ? x : 0; }
@@ -92,11 +96,37 @@ template <typename T> __device__ __forceinline__ T fuser_iremainder(T a, T b) {
 template <typename T, typename U> __device__ __forceinline__ auto ceilDiv(T a, U b) -> decltype(a + b) {
   return (a + b - 1) / b;
 }
-template <typename T> __device__ __forceinline__ T fuser_ipow(T a, T b) {
+template <typename T, typename U> __device__ __forceinline__ T fuser_ipow(T a, U b) {
   if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
   T r = 1;
   while (b) { if (b & 1) r *= a; a *= a; b >>= 1; }
   return r;
+}
+__device__ __forceinline__ bool fuser_ipow(bool a, bool b) { return a || !b; }
+// Integer signbit: CUDA's float and double overloads are ambiguous for an integer.
+__device__ __forceinline__ bool signbit(bool) { return false; }
+__device__ __forceinline__ bool signbit(signed char x) { return x < 0; }
+__device__ __forceinline__ bool signbit(unsigned char) { return false; }
+__device__ __forceinline__ bool signbit(short x) { return x < 0; }
+__device__ __forceinline__ bool signbit(unsigned short) { return false; }
+__device__ __forceinline__ bool signbit(int x) { return x < 0; }
+__device__ __forceinline__ bool signbit(unsigned int) { return false; }
+__device__ __forceinline__ bool signbit(long x) { return x < 0; }
+__device__ __forceinline__ bool signbit(unsigned long) { return false; }
+__device__ __forceinline__ bool signbit(long long x) { return x < 0; }
+__device__ __forceinline__ bool signbit(unsigned long long) { return false; }
+// Shifts defined for every amount, as torch and nvFuser give them (C leaves an amount
+// outside [0, bits) undefined): a left shift by too much gives 0, a right shift the sign
+// fill (0 for unsigned types and non-negative values, -1 for negative ones).
+template <typename T, typename U> __device__ __forceinline__ auto fuser_lshift(T a, U b) -> decltype(a << b) {
+  using R = decltype(a << b);
+  constexpr long long bits = sizeof(R) * 8;
+  return (b < 0 || static_cast<long long>(b) >= bits) ? R(0) : static_cast<R>(a << b);
+}
+template <typename T, typename U> __device__ __forceinline__ auto fuser_rshift(T a, U b) -> decltype(a >> b) {
+  using R = decltype(a >> b);
+  constexpr long long bits = sizeof(R) * 8;
+  return (b < 0 || static_cast<long long>(b) >= bits) ? (a < 0 ? R(-1) : R(0)) : static_cast<R>(a >> b);
 }
 __device__ __forceinline__ float lerp(float s, float e, float w) {
   return w < 0.5f ? s + w * (e - s) : e - (e - s) * (1.f - w);
@@ -264,6 +294,7 @@ __device__ __forceinline__ void gridReduce(T* values, T* work, int* semaphores, 
 // ---- end of runtime header ----
 """
 
+
 # Ops whose CUDA spelling differs from their printed name, per compute type.
 _FLOAT_SUFFIX = {
     "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos", "atan",
@@ -307,16 +338,50 @@ def expr(node: k.Node) -> str:
     if isinstance(node, k.TensorField):
         return f"{node.tensor}.{node.field}[{node.axis}]"
     if isinstance(node, k.Bin):
+        if node.op in _SHIFTS:
+            return f"{_SHIFTS[node.op]}({expr(node.a)}, {expr(node.b)})"
         return f"({expr(node.a)} {node.op} {expr(node.b)})"
     if isinstance(node, k.Un):
         return f"({node.op}{expr(node.a)})"
     if isinstance(node, k.Call):
-        return f"{_call_name(node)}({', '.join(expr(a) for a in node.args)})"
+        # ceilDiv's template takes two types; the others deduce one type from the arguments.
+        args = [expr(a) if node.fn == "ceilDiv" else _typed_arg(a) for a in node.args]
+        return f"{_call_name(node)}({', '.join(args)})"
     if isinstance(node, k.Cast):
         return _cast(node.a.dtype, node.dtype, expr(node.a))
     if isinstance(node, k.Read):
         return f"{node.buffer}[{expr(node.index)}]"
     raise TypeError(f"unknown kernel IR expression {node!r}")
+
+
+# Shifts print as the header's functions, defined for every shift amount.
+_SHIFTS = {"<<": "fuser_lshift", ">>": "fuser_rshift"}
+# Integer types whose literals C types as `int` whatever the node's type.
+_WIDE_INTEGERS = frozenset({DataType.Int, DataType.UInt64, DataType.Index})
+
+
+def _typed_arg(node: k.Node) -> str:
+    """A device function's argument, spelled so that C gives it the node's own type: the
+    header's templates deduce their type from the arguments, and a literal `0` is an `int`
+    even where the node is an int64_t (`where(c, T0[i], 0)` would match no template)."""
+    text = expr(node)
+    if not (node.dtype.is_integral or node.dtype.is_boolean) or _c_typed_exactly(node):
+        return text
+    return f"(({ctype(node.dtype)})({text}))"
+
+
+def _c_typed_exactly(node: k.Node) -> bool:
+    """Whether C types `expr(node)` as `node.dtype` without a cast."""
+    if isinstance(node, k.Const):
+        return node.dtype not in _WIDE_INTEGERS
+    if isinstance(node, k.Var | k.ScalarParam | k.TensorField | k.Read | k.Cast):
+        return True
+    if isinstance(node, k.Bin) and node.op in ("<", "<=", ">", ">=", "==", "!=", "&&", "||"):
+        return node.dtype == DataType.Bool
+    if isinstance(node, k.Bin | k.Un):  # C's arithmetic conversions: bools become int
+        operands = (node.a, node.b) if isinstance(node, k.Bin) else (node.a,)
+        return node.dtype != DataType.Bool and all(a.dtype == node.dtype and _c_typed_exactly(a) for a in operands)
+    return False
 
 
 def _const(node: k.Const) -> str:

@@ -291,6 +291,16 @@ def _widen(value: np.ndarray) -> np.ndarray:
     return value
 
 
+def _offset_in_allocation(data: np.ndarray) -> int:
+    """Bytes from the start of the allocation `data` views (its outermost base) to its
+    first element, modulo 16: allocations are 16-byte aligned."""
+    root = data
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    start = data.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    return start % MAX_VECTOR_BYTES
+
+
 def _poison(dtype: DataType) -> Any:
     """What a never-written register or shared slot holds, so that tests see it."""
     if dtype.is_floating or dtype.is_complex:
@@ -808,12 +818,18 @@ class _Machine:
             self.write(dst, dst_index + k, value, frame.mask)
 
     def check_aligned(self, buf: _Buffer, index: np.ndarray, width: int, mask: np.ndarray) -> None:
-        misaligned = mask & (np.broadcast_to(index, mask.shape) % width != 0)
+        """The byte address of a vector access must be a multiple of its size. Allocations
+        are taken as 16-byte aligned; a tensor bound to a view (a slice of a larger array)
+        starts where the view starts in its allocation."""
+        itemsize = buf.dtype.itemsize
+        address = _offset_in_allocation(buf.data) + np.broadcast_to(index, mask.shape).astype(np.int64) * itemsize
+        misaligned = mask & (address % (width * itemsize) != 0)
         if misaligned.any():
             lane = self.first(misaligned)
             self.fail(
                 f"vector x{width} access to {buf.name}[{np.broadcast_to(index, mask.shape)[lane]}] is not aligned "
-                f"to {width} elements on {self.launch.describe(lane)}"
+                f"to {width} elements ({width * itemsize} bytes; byte {address[lane]} of its allocation) "
+                f"on {self.launch.describe(lane)}"
             )
 
     # -- expressions ------------------------------------------------------------------

@@ -139,16 +139,17 @@ class Lowering:
 
     # -- arguments and extents ---------------------------------------------------------
     def _bind_arguments(self) -> None:
-        for pos, tv in enumerate(self.inputs):
-            self._bind_tensor(tv, pos, is_output=False)
-        for pos, tv in enumerate(self.outputs):
-            if tv not in self.inputs:
-                self._bind_tensor(tv, pos, is_output=True)
+        # Scalars first: an output's shape may be a scalar input (`full([t0.size(0), s])`).
         for pos, val in enumerate(self.fusion.inputs):
             if isinstance(val, Scalar) and not val.is_const:
                 name = f"s{val.name}"
                 self.scalar_args.append(k.ScalarArg(name, val.dtype, pos))
                 self.scalars[id(val)] = k.ScalarParam(val.dtype, name)
+        for pos, tv in enumerate(self.inputs):
+            self._bind_tensor(tv, pos, is_output=False)
+        for pos, tv in enumerate(self.outputs):
+            if tv not in self.inputs:
+                self._bind_tensor(tv, pos, is_output=True)
 
     def _bind_tensor(self, tv: TensorView, pos: int, is_output: bool) -> None:
         logical = tv.logical_no_reductions()
@@ -533,8 +534,31 @@ class Lowering:
         row = const_value(self.extent(merge.inputs[1]))  # type: ignore[arg-type]
         return int(row) if isinstance(row, int) and row % 32 == 0 else None
 
+    def _read_slot(self, tv: TensorView, coords: Coords) -> k.Node:
+        """Where a consumer reads a register buffer at `coords`: along an allocated loop
+        that encloses the read (one the consumer shares) its index; along one that does
+        not (a broadcast the consumer squeezed away), the position the coordinates give."""
+        open_loops = {scope.concrete_id for scope in self.stack}
+        dims = self._allocated_dims(tv)
+        if all(concrete(d).name in open_loops for d in dims):
+            return self._slot(tv)
+        index = self._forward_index(tv, coords)
+        slot: k.Node = k.Const(INDEX, 0)
+        for dim in dims:
+            position = loop_var(dim) if concrete(dim).name in open_loops else index[id(dim)]
+            slot = add(mul(slot, self._const_extent(dim, tv)), position)
+        return slot
+
     def _forward_slot(self, tv: TensorView, coords: Coords) -> k.Node:
         """The position of logical `coords` in a tile laid out by the tensor's loop domain."""
+        index = self._forward_index(tv, coords)
+        slot: k.Node = k.Const(INDEX, 0)
+        for dim in self._allocated_dims(tv):
+            slot = add(mul(slot, self._const_extent(dim, tv)), index[id(dim)])
+        return slot
+
+    def _forward_index(self, tv: TensorView, coords: Coords) -> dict[int, k.Node]:
+        """The index of every loop ID at logical `coords`, through the loop transforms."""
         index: dict[int, k.Node] = {id(d): c for d, c in zip(tv.logical_no_reductions(), coords, strict=True)}
         for expr in transforms_between(tv.logical, tv.loop):
             if isinstance(expr, Split):
@@ -547,10 +571,7 @@ class Lowering:
                 index[id(expr.outputs[0])] = add(mul(index[id(outer)], self.extent(inner)), index[id(inner)])  # type: ignore[arg-type]
             elif isinstance(expr, Resize):
                 index[id(expr.outputs[0])] = add(index[id(expr.inputs[0])], self.scalar(expr.left, INDEX))
-        slot: k.Node = k.Const(INDEX, 0)
-        for dim in self._allocated_dims(tv):
-            slot = add(mul(slot, self._const_extent(dim, tv)), index[id(dim)])
-        return slot
+        return index
 
     def _const_extent(self, dim: IterDomain, tv: TensorView) -> k.Node:
         extent = self.extent(concrete(dim) if tv.memory_type == MemoryType.Local else dim)
@@ -621,7 +642,7 @@ class Lowering:
             if tv.memory_type == MemoryType.Shared:
                 return k.Read(tv.dtype, f"T{tv.name}", self._padded(tv, self._forward_slot(tv, inst.coords)))
             buffer = self.buffers[(tv.name, self._for_buffer(primary, inst))]
-            return k.Read(self.buffer_dtypes.get(buffer, tv.dtype), buffer, self._slot(primary))
+            return k.Read(self.buffer_dtypes.get(buffer, tv.dtype), buffer, self._read_slot(primary, inst.coords))
         return self._compute(tv, inst)
 
     def _load(self, tv: TensorView, inst: Instance) -> k.Node:
@@ -695,12 +716,16 @@ class Lowering:
         return result
 
     def _cat_end(self, piece: TensorView, dim: int) -> k.Node:
-        """Where a padded cat input's own elements stop along the cat axis."""
+        """Where a padded cat input's own elements stop along the cat axis. A pad by 0 and 0
+        there (the first or last piece beside empty ones) leaves no Resize once
+        concretization removes trivial ones: that piece spans the whole axis."""
         logical = piece.logical_no_reductions()[dim]
         resize = logical.definition
-        if not isinstance(resize, Resize):
-            raise InternalError(f"cat input T{piece.name} is not padded along axis {dim}")
-        return sub(self.extent(logical), self.scalar(resize.right, INDEX))
+        if isinstance(resize, Resize):
+            return sub(self.extent(logical), self.scalar(resize.right, INDEX))
+        if isinstance(piece.definition, PadOp) and resize is None:
+            return self.extent(logical)
+        raise InternalError(f"cat input T{piece.name} is not padded along axis {dim}")
 
     def _elementwise(self, expr: UnaryOp | BinaryOp | TernaryOp, operands: list[k.Node]) -> k.Node:
         out = expr.output
@@ -739,6 +764,15 @@ class Lowering:
             raise FuserError(
                 f"the schedule's loops do not cover the data ({problems[0]})", op="codegen", tensor=self.name
             )
+        for tv in self.materialized:
+            for dim in tv.loop:
+                c = concrete(dim)
+                if c.is_broadcast and not dim.is_broadcast and self.extent(c) != self.extent(dim):
+                    raise FuserError(  # its loop would run once, not over the axis
+                        f"the schedule's loops do not cover the data (T{tv.name}: {dim} is replayed from {c})",
+                        op="codegen",
+                        tensor=self.name,
+                    )
         for tv in self.outputs:
             if any(d.is_broadcast and d.has_expanded_extent for d in tv.logical_no_reductions()):
                 raise FuserError(
@@ -1265,7 +1299,11 @@ def _cast(dtype: DataType, node: k.Node) -> k.Node:
     return k.Cast(dtype, node)
 
 
-def _convert_const(value: int | float | bool, dtype: DataType) -> int | float | bool:
+def _convert_const(value: int | float | bool | complex, dtype: DataType) -> int | float | bool:
+    if dtype.is_complex:  # a refusal, so the group runs on the host (the printer has no complex types)
+        raise FuserError(f"{dtype!r} has no CUDA code generation yet", op="codegen")
+    if isinstance(value, complex):  # a cast to a real type keeps the real part, as std::real
+        value = value.real
     if dtype.is_boolean:
         return bool(value)
     if dtype.is_integral:
@@ -1306,10 +1344,12 @@ def _propagate_overflow(lowering: Lowering, expr: object, overflow: dict[int, bo
         outs = any(overflow.get(id(o), False) for o in expr.outputs)
         overflow[id(inp)] = outs or (not inp.is_broadcast and not _divides(lowering, inp, expr))
     elif isinstance(expr, Merge):
-        # The inner index is a remainder, always in range; only the outer can run past.
+        # The inner index is a remainder, always in range; only the outer can run past,
+        # unless the outer is a broadcast: then the inner takes the whole index.
         outer, inner = expr.inputs
+        assert isinstance(outer, IterDomain)
         overflow[id(outer)] = overflow.get(id(expr.outputs[0]), False)
-        overflow[id(inner)] = False
+        overflow[id(inner)] = overflow[id(outer)] and outer.is_broadcast
     elif isinstance(expr, Resize):
         overflow[id(expr.inputs[0])] = overflow.get(id(expr.outputs[0]), False)
 

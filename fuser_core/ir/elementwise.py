@@ -107,6 +107,10 @@ class ElementwiseOp(Expr):
     def evaluate(self, values: Sequence[Any], ev: ScalarEvaluator) -> list[Any]:
         out_dtype = self.output.dtype
         args = [_widen(v) for v in values]
+        if out_dtype.is_integral and not self.rule.bool_output:
+            # A kernel converts each integer operand to the result's type first (C's
+            # conversion wraps): an int64 scalar mask 0xE0000000 xor an int32 tensor.
+            args = [_wrap_integer(v, out_dtype) for v in args]
         with np.errstate(all="ignore"):
             result = self._compute(args)
         return [store(result, out_dtype, is_tensor=self.is_tensor_op())]
@@ -173,6 +177,18 @@ def _widen(value: Any) -> Any:
     """Narrow float arrays are computed in float32, as nvFuser's kernels do."""
     if isinstance(value, np.ndarray) and value.dtype in _NARROW_FLOATS:
         return value.astype(np.float32)
+    return value
+
+
+def _wrap_integer(value: Any, dtype: DataType) -> Any:
+    """An integer operand as `dtype` holds it, wrapped modulo its width as C converts it;
+    other operands (bools, floats) unchanged."""
+    if isinstance(value, bool | np.bool_):
+        return value
+    if isinstance(value, int | np.integer):
+        return np.array(int(value) & ((1 << (8 * dtype.itemsize)) - 1), dtype=np.uint64).astype(dtype.numpy)[()]
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iu" and value.dtype != dtype.numpy:
+        return value.astype(dtype.numpy)
     return value
 
 

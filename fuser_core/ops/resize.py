@@ -18,8 +18,9 @@ from fuser_core.ops import arith
 from fuser_core.ops.utils import cast_constant, new_output_id, new_output_tv, normalize_axis, tv_name
 
 
-def _resized_tensor(tv: TensorView, widths: Sequence[tuple[Scalar, Scalar]]) -> TensorView | None:
-    """The output of resizing each axis of `tv` by (left, right); None if none moves."""
+def _resized_tensor(tv: TensorView, widths: Sequence[tuple[Scalar, Scalar]], always: bool = False) -> TensorView | None:
+    """The output of resizing each axis of `tv` by (left, right); None if none moves
+    (unless `always`: a cat's input is a pad output even where it moves nothing)."""
     root, logical, moved = [], [], False
     for dim, (left, right) in zip(tv.logical_no_reductions(), widths, strict=True):
         if left.is_zero_int() and right.is_zero_int():
@@ -34,7 +35,7 @@ def _resized_tensor(tv: TensorView, widths: Sequence[tuple[Scalar, Scalar]]) -> 
         root.append(base)
         logical.append(idx.resize(base, left, right))
         moved = True
-    if not moved:
+    if not moved and not always:
         return None
     return TensorView(TensorDomain(logical, root=root), tv.dtype)
 
@@ -43,8 +44,13 @@ def _default_pad_value(dtype: DataType) -> Scalar:
     return sm.const(False if dtype.is_boolean else 0, dtype)
 
 
-def pad(tv: TensorView, pad_widths: Sequence[Scalar], value: Scalar | None = None) -> TensorView:
-    """`pad_widths` as torch.nn.functional.pad: innermost axis first, (left, right)."""
+def pad(
+    tv: TensorView, pad_widths: Sequence[Scalar], value: Scalar | None = None, *, for_cat: bool = False
+) -> TensorView:
+    """`pad_widths` as torch.nn.functional.pad: innermost axis first, (left, right).
+    A pad that moves no axis is a copy (a Set), except one made `for_cat`: a cat reads
+    where each of its inputs starts and stops from that input's pad (nvFuser #2275: the
+    only non-empty piece of a cat, padded by 0 and 0)."""
     ndim = tv.ndim
     if len(pad_widths) % 2 or len(pad_widths) // 2 > ndim:
         raise FuserError(
@@ -67,7 +73,7 @@ def pad(tv: TensorView, pad_widths: Sequence[Scalar], value: Scalar | None = Non
         right = pad_widths[2 * (n_padded - 1 - i) + 1]
         pairs.append((sm.cast(DataType.Index, left), sm.cast(DataType.Index, right)))
     _check_static_pad(tv, pairs)
-    out = _resized_tensor(tv, pairs)
+    out = _resized_tensor(tv, pairs, always=for_cat)
     if out is None:
         return arith.set_(tv)
     PadOp(out, tv, [w for pair in pairs for w in pair], cast_constant(tv.dtype, value, "pad", tv))
@@ -185,7 +191,7 @@ def cat(tensors: Sequence[TensorView], dim: int = 0, manual_padding: bool = Fals
         widths: list[Scalar] = []
         for d in reversed(range(ndim)):
             widths += [left, right] if d == dim else [zero, zero]
-        padded.append(pad(tv, widths))
+        padded.append(pad(tv, widths, for_cat=True))
         left = sm.add(left, extents[i])
     out = new_output_tv(padded, first.dtype, "cat")
     CatOp(out, padded, dim)

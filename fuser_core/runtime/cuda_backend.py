@@ -653,13 +653,23 @@ def _device_array(cupy: Any, arg: TensorArg) -> Any:
         host = arg.array
         if bits_only(arg.dtype):
             host = host.view(np.uint16 if arg.dtype.itemsize == 2 else np.uint8)
-        return cupy.asarray(host)
+        return _upload(cupy, host)
     if arg.origin == "torch":
         torch = sys.modules["torch"]
         if bits_only(arg.dtype):
             source = source.view(torch.int16 if arg.dtype.itemsize == 2 else torch.uint8)
         return cupy.from_dlpack(source.detach())
     return source
+
+
+def _upload(cupy: Any, host: np.ndarray) -> Any:
+    """A host array on the device in the layout it has: an axis of stride 0 (an expanded
+    input) stays stride 0, as the kernel indexes it (cupy.asarray would materialize it)."""
+    expanded = {a for a in range(host.ndim) if host.strides[a] == 0 and host.shape[a] > 1}
+    if not expanded:
+        return cupy.asarray(host)
+    compact = host[tuple(slice(0, 1) if a in expanded else slice(None) for a in range(host.ndim))]
+    return cupy.broadcast_to(cupy.asarray(compact), host.shape)
 
 
 def _to_torch(array: Any, dtype: DataType) -> Any:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import IterDomain, ParallelType, Resize
+from fuser_core.ir.tensor_exprs import SliceOp
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler import common
 from fuser_core.scheduler.base import (
@@ -32,7 +33,7 @@ from fuser_core.scheduler.checks import (
     uncovered_message,
 )
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
-from fuser_core.scheduler.id_map import concrete_sets
+from fuser_core.scheduler.id_map import ancestor_sets, concrete_sets
 
 THREADS_X = 128
 MAX_GRID_Y = 65535
@@ -63,6 +64,9 @@ class PointwiseScheduler:
         reference = covering_output(group, group.outputs)
         if reference is None:
             return reject(self.type, uncovered_message(group, group.outputs), RejectCategory.disjoint_domains)
+        sliced = _sliced_away(group, reference)
+        if sliced is not None:
+            return reject(self.type, sliced, RejectCategory.disjoint_domains)
         return broadcast_rejection(self.type, group) or propagation_rejection(self.type, group, reference)
 
     def run_time_check(self, group: GroupView, info: RuntimeInfo) -> Rejection | None:
@@ -197,6 +201,40 @@ def _break_point(group: GroupView, reference: TensorView, dims: list) -> int:  #
             ):
                 return cut
     return 0
+
+
+def _sliced_away(group: GroupView, reference: TensorView) -> str | None:
+    """Why `reference` cannot be the schedule's reference: it iterates a slice of an axis
+    another output needs whole (issue 2395: `x[..., 16:]` and `where(m, 0, x)` both
+    outputs). Loops over the slice would leave the rest of that output unwritten."""
+    covered = ancestor_sets(group.id_map, reference, group.links)
+    own = concrete_sets(group.id_map, reference)
+    for expr in group.exprs:
+        for tv in expr.outputs:
+            if not isinstance(tv, TensorView):
+                continue
+            for dim in tv.logical:
+                resize = dim.definition
+                if not isinstance(resize, Resize) or not _may_shrink(expr, resize):
+                    continue
+                source = resize.inputs[0]
+                assert isinstance(source, IterDomain)
+                whole = group.id_map.exact(source)
+                if group.id_map.exact(dim) not in covered or whole in own:
+                    continue
+                for out in group.outputs:
+                    if out is not reference and whole in concrete_sets(group.id_map, out):
+                        return (
+                            f"reference T{reference.name} iterates a slice of an axis output T{out.name} "
+                            f"needs whole (T{tv.name})"
+                        )
+    return None
+
+
+def _may_shrink(expr: object, resize: Resize) -> bool:
+    if isinstance(expr, SliceOp):
+        return True
+    return any(a.is_const and int(a.value) < 0 for a in (resize.left, resize.right))  # type: ignore[arg-type]
 
 
 def _resizes(group: GroupView) -> Iterator[tuple[IterDomain, Resize]]:

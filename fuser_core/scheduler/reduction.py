@@ -331,6 +331,8 @@ def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: b
     else:
         vector_axis = [d for d in common.layout_order(ref) if not d.is_reduction][-1]
     vector_set = group.id_map.exact(vector_axis)
+    if _reached_through_transforms(group, vector_set):
+        return 1
     for tv in group.inputs:  # each global tensor along that axis must hold it innermost, contiguous
         holds = any(group.id_map.exact(d) == vector_set for d in tv.logical)
         if holds and common.inner_extent(group, info, tv, vector_set) is None:
@@ -349,6 +351,21 @@ def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: b
             break
         contiguous *= max(1, info.extent(dim))
     return common.vector_width(group, info, [length if inner else rows, contiguous])
+
+
+def _reached_through_transforms(group: GroupView, vector_set: int) -> bool:
+    """Whether a global tensor runs along the vector axis only through a reshape, pad,
+    slice or cat of it (a cat of run-time extents, test_cat_symbolic): its vector
+    accesses start at offsets (piece boundaries, pad widths, merged strides) that
+    nothing here proves aligned, so they stay scalar."""
+    made: set[int] = set()
+    stack = list(group.id_map.made_from(vector_set))
+    while stack:
+        key = stack.pop()
+        if key not in made and key != vector_set:
+            made.add(key)
+            stack.extend(group.id_map.made_from(key))
+    return any(group.id_map.exact(d) in made for tv in (*group.inputs, *group.outputs) for d in tv.logical)
 
 
 def _pow2_at_least(n: int, floor: int) -> int:

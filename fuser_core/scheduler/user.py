@@ -10,11 +10,21 @@ are inlined as far as their loops allow.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler.base import HeuristicParams, Rejection, ScheduleRecord, SchedulerType
 from fuser_core.scheduler.common import finish
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
+
+
+@dataclass(frozen=True)
+class UserScheduleParams(HeuristicParams):
+    """A user's schedule is made for the input sizes it first ran with (nvFuser keys user
+    schedules by the inputs' sizes): other sizes run the schedule again, never reuse it."""
+
+    input_sizes: tuple[tuple[int, ...], ...] = ()
 
 
 class UserScheduler:
@@ -30,7 +40,9 @@ class UserScheduler:
         return None
 
     def heuristics(self, group: GroupView, info: RuntimeInfo) -> HeuristicParams:
-        return HeuristicParams(self.type)
+        tensors = [tv for tv in group.inputs if isinstance(tv, TensorView)]
+        sizes = tuple(tuple(info.extent(d) for d in tv.logical_no_reductions()) for tv in tensors)
+        return UserScheduleParams(self.type, sizes)
 
     def schedule(self, fusion: Fusion, params: HeuristicParams) -> ScheduleRecord:
         # No transform: the outputs' loops, unchanged, are mapped onto every tensor and each

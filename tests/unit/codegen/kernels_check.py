@@ -12,6 +12,7 @@ import numpy as np
 from fuser_core import load_repro, use_options
 from fuser_core.codegen.interpreter import LaneWrites, TensorBinding, interpret
 from fuser_core.codegen.lower import lower_group
+from fuser_core.ir.rng import bind_run_seed
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.runtime.arguments import bind_args, convert_inputs
 from fuser_core.runtime.cuda_backend import generates_kernel, index_dtype, lowered_groups
@@ -54,19 +55,25 @@ def alloc_order(tv: TensorView) -> list[int]:
 
 
 def bind(array: np.ndarray, order: list[int]) -> TensorBinding:
-    """The array laid out contiguously in its allocation order, as the runtime passes it."""
-    laid = np.ascontiguousarray(np.transpose(array, order)) if array.ndim else np.ascontiguousarray(array)
-    strides = [s // max(laid.itemsize, 1) for s in laid.strides]
+    """The array laid out contiguously in its allocation order, as the runtime passes it;
+    an axis of stride 0 (an expanded input, `as_strided(..., (16, 1, 0))`) keeps stride 0
+    and one element of storage, as on the GPU."""
+    expanded = {a for a in range(array.ndim) if array.strides[a] == 0 and array.shape[a] > 1}
+    compact = array[tuple(slice(0, 1) if a in expanded else slice(None) for a in range(array.ndim))]
+    laid = np.ascontiguousarray(np.transpose(compact, order)) if array.ndim else np.ascontiguousarray(array)
+    strides = [0 if order[k] in expanded else s // max(laid.itemsize, 1) for k, s in enumerate(laid.strides)]
     return TensorBinding(laid.reshape(-1), tuple(array.shape), tuple(strides))
 
 
-def check_generated_kernels(runtime: Any, inputs: list[Any], vectorize: bool = True) -> list[str]:
+def check_generated_kernels(runtime: Any, inputs: list[Any], vectorize: bool = True, exact: bool = False) -> list[str]:
     """Every generated kernel of `runtime`, interpreted on the values the reference gives its
-    inputs, against the reference's outputs of that group. Returns the kernels checked."""
+    inputs, against the reference's outputs of that group (bit for bit if `exact`).
+    Returns the kernels checked."""
     segmented = runtime.segmented
     complete = segmented.complete
     args = convert_inputs(complete, inputs)
     ev = bind_args(complete, args)
+    bind_run_seed(complete.exprs(), ev)  # one Philox state for every group, as a run has
     leaves = leaf_values(complete, ev)
     tensors: dict[int, Any] = {tv.name: ev.evaluate(tv) for tv in complete.inputs if isinstance(tv, TensorView)}
     scalars_by_name = {v.name: a for v, a in zip(complete.inputs, args, strict=True) if not isinstance(v, TensorView)}
@@ -109,7 +116,10 @@ def check_generated_kernels(runtime: Any, inputs: list[Any], vectorize: bool = T
                     f"{kernel.name} T{name}: elements written {sorted(set(count.tolist()))} times"
                 )
                 got = np.transpose(storage.reshape(laid_shape), np.argsort(order)) if order else storage.reshape(())
-                _assert_close(got, value, f"{kernel.name} T{name}")
+                if exact:
+                    np.testing.assert_array_equal(got, value, err_msg=f"{kernel.name} T{name}")
+                else:
+                    _assert_close(got, value, f"{kernel.name} T{name}")
             checked.append(kernel.name)
         for out, value in zip(fusion.outputs, expected, strict=True):
             tensors[out.name] = value

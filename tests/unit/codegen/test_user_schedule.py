@@ -86,3 +86,17 @@ def test_a_user_schedule_op_is_refused_by_name() -> None:
 
     with pytest.raises(FuserError, match=r"sched\.split"):
         Scheduled().execute([RNG.standard_normal((2, 4)).astype(np.float32), RNG.standard_normal(4).astype(np.float32)])
+
+
+def test_a_user_schedule_is_made_for_the_sizes_it_ran_with() -> None:
+    # nvFuser keys user schedules by input sizes: new sizes schedule again, never reuse.
+    fd = UserScheduled()
+    small = [RNG.standard_normal((3, 5)).astype(np.float32), RNG.standard_normal(5).astype(np.float32)]
+    big = [RNG.standard_normal((6, 7)).astype(np.float32), RNG.standard_normal(7).astype(np.float32)]
+    fd.execute(small)
+    assert fd.cuda_code_for(small)
+    with pytest.raises(FuserError, match=r"Fusion is not compiled! cuda_code_for\(\)"):
+        fd.cuda_code_for(big)
+    (out,) = fd.execute(big)
+    np.testing.assert_allclose(out, (big[0] + big[1]) ** 2, rtol=1e-6)
+    assert [e.hit for e in fd.executor_cache.events] == [False, False]
