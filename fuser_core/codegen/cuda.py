@@ -294,6 +294,122 @@ __device__ __forceinline__ void gridReduce(T* values, T* work, int* semaphores, 
 // ---- end of runtime header ----
 """
 
+# Included only in kernels that draw random numbers: Philox4x32-10 and nvFuser's
+# conversions to uniform and normal values, in the reference's exact float operations
+# (`__fmul_rn` and friends, so no multiply-add is contracted and a uniform draw, hence
+# a dropout mask, is bit-identical to the reference's; normals go through logf, sinf
+# and cosf, within an ulp or two of NumPy's).
+RNG_HEADER = r"""
+// ---- random numbers (Philox4x32-10 keyed by seed, counted by offset and index) ----
+struct fuser_philox_block { unsigned int x[4]; };
+__device__ __forceinline__ fuser_philox_block fuser_philox(
+    unsigned long long seed, unsigned long long offset, unsigned long long subseq) {
+  unsigned int c0 = (unsigned int)offset, c1 = (unsigned int)(offset >> 32);
+  unsigned int c2 = (unsigned int)subseq, c3 = (unsigned int)(subseq >> 32);
+  unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);
+  #pragma unroll
+  for (int round = 0; round < 10; ++round) {
+    unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
+    unsigned int n0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0, n2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;
+    c0 = n0; c1 = (unsigned int)p1; c2 = n2; c3 = (unsigned int)p0;
+    if (round < 9) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+  }
+  fuser_philox_block b;
+  b.x[0] = c0; b.x[1] = c1; b.x[2] = c2; b.x[3] = c3;
+  return b;
+}
+__device__ __forceinline__ float fuser_raw_uniformf(unsigned int x) {
+  return __fadd_rn(__fmul_rn(__uint2float_rn(x), 0x1p-32f), 0x1p-33f);
+}
+__device__ __forceinline__ float fuser_uniformf(unsigned int x) {
+  float r = fuser_raw_uniformf(x);
+  return r == 1.0f ? 0.0f : r;
+}
+__device__ __forceinline__ double fuser_uniformd(unsigned int x, unsigned int y) {
+  unsigned long long z = (unsigned long long)x ^ ((unsigned long long)y << 21);
+  double r = __dadd_rn(__dmul_rn(__ull2double_rn(z), 0x1p-53), 0x1p-54);
+  return r == 1.0 ? 0.0 : r;
+}
+// One value of a Float (or Half, BFloat16) tensor per word, four per block.
+__device__ __forceinline__ float fuser_rng_raw_f32(unsigned long long seed, unsigned long long offset,
+                                                   unsigned long long i) {
+  return fuser_raw_uniformf(fuser_philox(seed, offset, i >> 2).x[i & 3]);
+}
+__device__ __forceinline__ float fuser_rng_uniform_f32(unsigned long long seed, unsigned long long offset,
+                                                       unsigned long long i) {
+  return fuser_uniformf(fuser_philox(seed, offset, i >> 2).x[i & 3]);
+}
+__device__ __forceinline__ float fuser_lerp_rn(double low, double high, float u) {
+  float l = (float)low, h = (float)high;
+  return __fadd_rn(l, __fmul_rn(__fsub_rn(h, l), u));
+}
+__device__ __forceinline__ float fuser_rng_uniform_range_f32(unsigned long long seed, unsigned long long offset,
+                                                             unsigned long long i, double low, double high) {
+  return fuser_lerp_rn(low, high, fuser_rng_uniform_f32(seed, offset, i));
+}
+__device__ __forceinline__ float fuser_rng_normal_standard_f32(unsigned long long seed, unsigned long long offset,
+                                                               unsigned long long i) {
+  fuser_philox_block b = fuser_philox(seed, offset, i >> 2);
+  unsigned int pair = (unsigned int)(i & 2);
+  float u = fuser_uniformf(b.x[pair]), v = __fmul_rn(fuser_uniformf(b.x[pair + 1]), 6.2831855f);
+  float r = sqrtf(__fmul_rn(-2.0f, logf(u)));
+  return __fmul_rn(r, (i & 1) ? cosf(v) : sinf(v));
+}
+__device__ __forceinline__ float fuser_rng_normal_general_f32(unsigned long long seed, unsigned long long offset,
+                                                              unsigned long long i, double mean, double std) {
+  return __fadd_rn(__fmul_rn(fuser_rng_normal_standard_f32(seed, offset, i), (float)std), (float)mean);
+}
+// A Double takes two words, two values per block.
+__device__ __forceinline__ double fuser_rng_uniform_f64(unsigned long long seed, unsigned long long offset,
+                                                        unsigned long long i) {
+  fuser_philox_block b = fuser_philox(seed, offset, i >> 1);
+  unsigned int c = (unsigned int)(i & 1) * 2;
+  return fuser_uniformd(b.x[c], b.x[c + 1]);
+}
+__device__ __forceinline__ double fuser_rng_uniform_range_f64(unsigned long long seed, unsigned long long offset,
+                                                              unsigned long long i, double low, double high) {
+  return __dadd_rn(low, __dmul_rn(__dsub_rn(high, low), fuser_rng_uniform_f64(seed, offset, i)));
+}
+__device__ __forceinline__ double fuser_rng_normal_standard_f64(unsigned long long seed, unsigned long long offset,
+                                                                unsigned long long i) {
+  fuser_philox_block b = fuser_philox(seed, offset, i >> 1);
+  double u = fuser_uniformd(b.x[0], b.x[1]), v = __dmul_rn(fuser_uniformd(b.x[2], b.x[3]), 6.2831853071795860);
+  double r = sqrt(__dmul_rn(-2.0, log(u)));
+  return __dmul_rn(r, (i & 1) ? cos(v) : sin(v));
+}
+__device__ __forceinline__ double fuser_rng_normal_general_f64(unsigned long long seed, unsigned long long offset,
+                                                               unsigned long long i, double mean, double std) {
+  return __dadd_rn(__dmul_rn(fuser_rng_normal_standard_f64(seed, offset, i), std), mean);
+}
+// Half and BFloat16: drawn in float, rounded, and a value that rounds to the top of the
+// range folded back to its bottom.
+#define FUSER_RNG_NARROW(SUFFIX, T, TO, FROM)                                                         \
+  __device__ __forceinline__ T fuser_rng_uniform_##SUFFIX(unsigned long long seed,                   \
+                                                          unsigned long long offset,                 \
+                                                          unsigned long long i) {                    \
+    T h = TO(fuser_rng_raw_f32(seed, offset, i));                                                    \
+    return FROM(h) == 1.0f ? TO(0.0f) : h;                                                           \
+  }                                                                                                  \
+  __device__ __forceinline__ T fuser_rng_uniform_range_##SUFFIX(                                     \
+      unsigned long long seed, unsigned long long offset, unsigned long long i, double low,          \
+      double high) {                                                                                 \
+    T h = TO(fuser_lerp_rn(low, high, fuser_rng_raw_f32(seed, offset, i)));                          \
+    return FROM(h) == FROM(TO((float)high)) ? TO((float)low) : h;                                   \
+  }                                                                                                  \
+  __device__ __forceinline__ T fuser_rng_normal_standard_##SUFFIX(unsigned long long seed,           \
+                                                                  unsigned long long offset,         \
+                                                                  unsigned long long i) {            \
+    return TO(fuser_rng_normal_standard_f32(seed, offset, i));                                       \
+  }                                                                                                  \
+  __device__ __forceinline__ T fuser_rng_normal_general_##SUFFIX(                                    \
+      unsigned long long seed, unsigned long long offset, unsigned long long i, double mean,         \
+      double std) {                                                                                  \
+    return TO(fuser_rng_normal_general_f32(seed, offset, i, mean, std));                             \
+  }
+FUSER_RNG_NARROW(f16, __half, __float2half, __half2float)
+FUSER_RNG_NARROW(bf16, __bfloat, __float2bfloat, __bfloat2float)
+"""
+
 
 # Ops whose CUDA spelling differs from their printed name, per compute type.
 _FLOAT_SUFFIX = {
@@ -572,4 +688,6 @@ def translation_unit(kernel: k.Kernel) -> str:
         "#ifdef __CUDACC_RTC__\ntypedef long long int int64_t;\ntypedef unsigned long long int uint64_t;\n"
         "#else\n#include <cstdint>\n#endif\n"
     )
-    return f"{prelude}{index_typedef(kernel)}\n{RUNTIME_HEADER}\n{print_kernel(kernel)}"
+    body = print_kernel(kernel)
+    rng = RNG_HEADER if "fuser_rng_" in body else ""
+    return f"{prelude}{index_typedef(kernel)}\n{RUNTIME_HEADER}{rng}\n{body}"

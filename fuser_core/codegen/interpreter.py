@@ -79,11 +79,13 @@ from fuser_core.codegen.kernel_ir import (
     Var,
     VectorCopy,
     expr_text,
+    parse_rng_function,
 )
 from fuser_core.errors import FuserError, InternalError
 from fuser_core.ir.dtype import DataType, promote_type, to_storage
 from fuser_core.ir.elementwise import _convert
 from fuser_core.ir.op_types import BinaryOpType, OpRule, TernaryOpType, UnaryOpType
+from fuser_core.ir.rng import RNGOpType, random_at
 
 Dim3 = tuple[int, int, int]
 ScalarValue = int | float | bool
@@ -919,6 +921,10 @@ class _Machine:
         return _typed(fn(a.astype(operand.compute_numpy)), node.dtype)
 
     def call(self, node: Call, frame: _Frame) -> np.ndarray:
+        drawn = parse_rng_function(node.fn)
+        if drawn is not None:
+            seed, offset, index, *params = (self.eval(arg, frame) for arg in node.args)
+            return random_at(RNGOpType(drawn[0]), drawn[1], index, seed, offset, params)
         rule = device_function(node.fn)
         if rule is None:
             self.fail(f"unknown device function {node.fn!r} in {expr_text(node)}")

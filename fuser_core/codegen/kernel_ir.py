@@ -232,7 +232,31 @@ class TensorArg:
 class ScalarArg:
     name: str
     dtype: DataType
-    fusion_position: int
+    fusion_position: int  # -1 for a run leaf (below)
+    # A scalar the run supplies, not the caller: the Philox seed and base offset of
+    # unseeded random ops, by the leaf Scalar's name (the same in every group's copy).
+    leaf: int | None = None
+
+
+# Random draws print as the runtime header's `fuser_rng_<kind>_<suffix>(seed, offset,
+# linear index, params...)`; the interpreter reads the kind and dtype back from the name.
+RNG_SUFFIX = {DataType.Float: "f32", DataType.Double: "f64", DataType.Half: "f16", DataType.BFloat16: "bf16"}
+
+
+def rng_function(kind_value: str, dtype: DataType) -> str | None:
+    """The device function drawing `dtype` values of an RNGOp kind ("rng_uniform", ...),
+    or None for a dtype with no random draw."""
+    suffix = RNG_SUFFIX.get(dtype)
+    return None if suffix is None else f"fuser_{kind_value}_{suffix}"
+
+
+def parse_rng_function(fn: str) -> tuple[str, DataType] | None:
+    """(kind value, dtype) of a `rng_function` name; None for any other function."""
+    if not fn.startswith("fuser_rng_"):
+        return None
+    kind_value, _, suffix = fn.removeprefix("fuser_").rpartition("_")
+    dtypes = {v: d for d, v in RNG_SUFFIX.items()}
+    return (kind_value, dtypes[suffix]) if suffix in dtypes else None
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from fuser_core.ir.elementwise import BinaryOp, TernaryOp, UnaryOp
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import IterDomain, Merge, ParallelType, Resize, Split
 from fuser_core.ir.op_types import BinaryOpType, UnaryOpType
+from fuser_core.ir.rng import RNGOp, unbound_rng_states
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_exprs import (
     BroadcastOp,
@@ -145,6 +146,12 @@ class Lowering:
                 name = f"s{val.name}"
                 self.scalar_args.append(k.ScalarArg(name, val.dtype, pos))
                 self.scalars[id(val)] = k.ScalarParam(val.dtype, name)
+        for seed, base, _ in unbound_rng_states(self.exprs):
+            for leaf in (seed, base):  # the run's Philox state, drawn afresh for each run
+                if isinstance(leaf, Scalar) and not leaf.is_const and id(leaf) not in self.scalars:
+                    name = f"s{leaf.name}"
+                    self.scalar_args.append(k.ScalarArg(name, leaf.dtype, -1, leaf=leaf.name))
+                    self.scalars[id(leaf)] = k.ScalarParam(leaf.dtype, name)
         for pos, tv in enumerate(self.inputs):
             self._bind_tensor(tv, pos, is_output=False)
         for pos, tv in enumerate(self.outputs):
@@ -671,6 +678,8 @@ class Lowering:
             )
         if isinstance(expr, FullOp):
             return self.scalar(expr.inputs[-1], tv.dtype)
+        if isinstance(expr, RNGOp):
+            return self._random(expr, tv, inst)
         args: list[k.Node] = []
         for val in expr.inputs:
             if isinstance(val, TensorView):
@@ -693,6 +702,18 @@ class Lowering:
             op=getattr(expr, "op_name", type(expr).__name__),
             tensor=f"T{tv.name}",
         )
+
+    def _random(self, expr: RNGOp, tv: TensorView, inst: Instance) -> k.Node:
+        """A random draw at the element's row-major linear index in the tensor's logical
+        shape: what the reference draws there, whatever the schedule."""
+        fn = k.rng_function(expr.kind.value, tv.dtype)
+        if fn is None:
+            raise FuserError(f"random {tv.dtype} values have no CUDA lowering", op=expr.op_name, tensor=f"T{tv.name}")
+        linear: k.Node = k.Const(INDEX, 0)
+        for dim, coord in zip(tv.logical_no_reductions(), inst.coords, strict=True):
+            linear = add(mul(linear, self.extent(dim)), coord)
+        params = [self.scalar(p, DataType.Double) for p in expr.params]
+        return k.Call(tv.dtype, fn, (self.scalar(expr.seed), self.scalar(expr.offset), linear, *params))
 
     def _pad_validity(self, tv: TensorView, inst: Instance) -> k.Node:
         index = {id(d): c for d, c in zip(tv.logical_no_reductions(), inst.coords, strict=True)}

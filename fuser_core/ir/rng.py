@@ -48,11 +48,25 @@ def philox4x32_10(counter: Sequence[Any], key: Sequence[Any]) -> np.ndarray:
 def philox_words(seed: int, offset: int, numel: int, per_block: int) -> tuple[np.ndarray, np.ndarray]:
     """For each linear index < numel: its Philox block (4 words, axis 0) and its
     component (which value of the block it is); `per_block` values per block."""
-    index = np.arange(numel, dtype=np.uint64)
+    return philox_words_at(seed, offset, np.arange(numel, dtype=np.uint64), per_block)
+
+
+def philox_words_at(seed: Any, offset: Any, index: np.ndarray, per_block: int) -> tuple[np.ndarray, np.ndarray]:
+    """`philox_words` at the given linear indices (seed and offset may be arrays of the
+    same shape, as a kernel's lanes give them)."""
+    index = np.asarray(index).astype(np.uint64)
     subseq, component = index // np.uint64(per_block), (index % np.uint64(per_block)).astype(np.int64)
-    seed, offset = int(seed) & 0xFFFFFFFFFFFFFFFF, int(offset) & 0xFFFFFFFFFFFFFFFF
-    counter = (offset & 0xFFFFFFFF, offset >> 32, subseq & _LOW32, subseq >> np.uint64(32))
-    return philox4x32_10(counter, (seed & 0xFFFFFFFF, seed >> 32)), component
+    seed, offset = _as_u64(seed), _as_u64(offset)
+    counter = (offset & _LOW32, offset >> np.uint64(32), subseq & _LOW32, subseq >> np.uint64(32))
+    return philox4x32_10(counter, (seed & _LOW32, seed >> np.uint64(32))), component
+
+
+def _as_u64(value: Any) -> np.ndarray:
+    """An integer (or an array of them, signed or not) as its 64 bits, unsigned."""
+    if isinstance(value, int):
+        return np.asarray(value & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64)
+    array = np.asarray(value)
+    return array.astype(np.uint64) if array.dtype.kind == "u" else array.astype(np.int64).astype(np.uint64)
 
 
 def _uniform_float(x: np.ndarray) -> np.ndarray:
@@ -94,32 +108,45 @@ def random_values(
     kind: RNGOpType, dtype: DataType, numel: int, seed: int, offset: int, params: Sequence[float] = ()
 ) -> np.ndarray:
     """`numel` values (flat, row-major linear index order) as nvFuser's RNGOp computes them."""
+    return random_at(kind, dtype, np.arange(numel, dtype=np.uint64), seed, offset, params)
+
+
+def random_at(
+    kind: RNGOpType, dtype: DataType, index: np.ndarray, seed: Any, offset: Any, params: Sequence[Any] = ()
+) -> np.ndarray:
+    """The values at linear indices `index` (any shape): what a kernel's lanes draw, each
+    a pure function of (seed, offset, index)."""
     double = dtype == DataType.Double
-    words, comp = philox_words(seed, offset, numel, 2 if double else 4)
+    shape = np.shape(index)
+    words, comp = philox_words_at(seed, offset, np.ravel(index), 2 if double else 4)
+    flat = [np.ravel(np.broadcast_to(p, shape)) if np.ndim(p) else p for p in params]
     if kind.is_normal:
         values = _normal_double(words, comp) if double else _normal_float(words, comp)
         if kind == RNGOpType.NormalGeneral:
             ftype = np.float64 if double else np.float32
-            values = values * ftype(params[1]) + ftype(params[0])
-        return to_storage(values, dtype)
+            values = values * np.asarray(flat[1]).astype(ftype) + np.asarray(flat[0]).astype(ftype)
+        return to_storage(values, dtype).reshape(shape)
     if double:
         u = _uniform_double(_pick(words, comp * 2), _pick(words, comp * 2 + 1))
-        return u if kind == RNGOpType.Uniform else params[0] + (params[1] - params[0]) * u
-    return _uniform_narrow(kind, dtype, _pick(words, comp), params)
+        if kind != RNGOpType.Uniform:
+            low, high = (np.asarray(p, dtype=np.float64) for p in flat)
+            u = low + (high - low) * u
+        return u.reshape(shape)
+    return _uniform_narrow(kind, dtype, _pick(words, comp), flat).reshape(shape)
 
 
-def _uniform_narrow(kind: RNGOpType, dtype: DataType, word: np.ndarray, params: Sequence[float]) -> np.ndarray:
+def _uniform_narrow(kind: RNGOpType, dtype: DataType, word: np.ndarray, params: Sequence[Any]) -> np.ndarray:
     if dtype == DataType.Float:
         u = _uniform_float(word)
         if kind == RNGOpType.Uniform:
             return u
-        low, high = np.float32(params[0]), np.float32(params[1])
+        low, high = (np.asarray(p).astype(np.float32) for p in params)
         return low + (high - low) * u
     raw = _raw_uniform_float(word)  # Half / BFloat16: rounded, and the top end folded back
     if kind == RNGOpType.Uniform:
         stored = to_storage(raw, dtype)
         return np.where(stored.astype(np.float32) == 1.0, to_storage(np.float32(0), dtype), stored)
-    low, high = np.float32(params[0]), np.float32(params[1])
+    low, high = (np.asarray(p).astype(np.float32) for p in params)
     stored = to_storage(low + (high - low) * raw, dtype)
     top = to_storage(high, dtype).astype(np.float32)
     return np.where(stored.astype(np.float32) == top, to_storage(low, dtype), stored)

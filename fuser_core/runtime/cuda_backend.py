@@ -34,6 +34,7 @@ from fuser_core.codegen.lower import lower_group
 from fuser_core.errors import FuserError
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.rng import bind_run_seed
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.options import EnableOption, current_options
 from fuser_core.runtime.arguments import TensorArg, bind_args
@@ -281,7 +282,13 @@ class GeneratedGroup:
         return found
 
     def run(
-        self, tensors: dict[int, Any], scalars: dict[int, Any], cupy: Any, stream: Any, events: Any = None
+        self,
+        tensors: dict[int, Any],
+        scalars: dict[int, Any],
+        leaves: dict[int, Any],
+        cupy: Any,
+        stream: Any,
+        events: Any = None,
     ) -> tuple[LaunchParams, bool]:
         sizes: dict[str, Sequence[int]] = {}
         strides: dict[str, Sequence[int]] = {}
@@ -293,7 +300,9 @@ class GeneratedGroup:
             element_strides = [s // array.itemsize for s in array.strides]
             strides[name] = [element_strides[axis] for axis in self.alloc_orders[name]]
             pointers[name] = array.data.ptr
-        scalar_values = {s.name: scalars[s.fusion_position] for s in self.kernel.scalars}
+        scalar_values = {
+            s.name: leaves[s.leaf] if s.leaf is not None else scalars[s.fusion_position] for s in self.kernel.scalars
+        }
         for tv in self.outputs:
             name = f"T{tv.name}"
             shape = [
@@ -459,6 +468,11 @@ class CudaExecutable:
                 self.steps.append(HostGroup(group, self.complete))
         self.last_launches: tuple[LaunchRecord, ...] = ()
         self.input_tvs = list(self.complete.inputs)
+        self._complete_exprs = list(self.complete.exprs())
+        self._needs_leaves = any(
+            isinstance(step, GeneratedGroup) and any(s.leaf is not None for s in step.kernel.scalars)
+            for step in self.steps
+        )
         for step in self.steps:  # compile now, so a run's time is the run's
             if isinstance(step, GeneratedGroup):
                 step.compiled(step.kernel.vectorized)
@@ -497,7 +511,7 @@ class CudaExecutable:
                 wants_torch = wants_torch or arg.origin == "torch"
             else:
                 scalars[position] = arg
-        leaves = None
+        leaves = self._leaves(args) if self._needs_leaves else None
         records = []
         profile = current_options().is_enabled(EnableOption.kernel_profile)
         events = []
@@ -509,11 +523,13 @@ class CudaExecutable:
                 group_scalars = {
                     p: scalars.get(_complete_position(self.complete, v)) for p, v in enumerate(fusion_inputs)
                 }
-                params, vectorized = step.run(tensors, group_scalars, cupy, stream, events[-1] if profile else None)
+                params, vectorized = step.run(
+                    tensors, group_scalars, leaves or {}, cupy, stream, events[-1] if profile else None
+                )
                 records.append(_record(step, params, tensors, self.device, vectorized))
             else:
                 if leaves is None:
-                    leaves = leaf_values(self.complete, bind_args(self.complete, args, values=False))
+                    leaves = self._leaves(args)
                 step.run(tensors, leaves, cupy, {})
         if profile:
             for index, (start, end) in enumerate(events):
@@ -529,10 +545,18 @@ class CudaExecutable:
             ]
         return outputs
 
+    def _leaves(self, args: Sequence[Any]) -> dict[int, Any]:
+        """The run's leaf scalars by name: input extents and scalars, and one fresh Philox
+        state for the unseeded random ops of all groups (kernels and host alike)."""
+        ev = bind_args(self.complete, args, values=False)
+        bind_run_seed(self._complete_exprs, ev)
+        return leaf_values(self.complete, ev)
+
     def fast_plan(self, args: Sequence[Any]) -> FastPlan | None:
         """What a call with these sizes, strides and dtypes launches, worked out once
-        (None where a group runs on the host, or an output is not written by a kernel)."""
-        if any(isinstance(step, HostGroup) for step in self.steps):
+        (None where a group runs on the host, a kernel draws a fresh Philox state each
+        run, or an output is not written by a kernel)."""
+        if any(isinstance(step, HostGroup) for step in self.steps) or self._needs_leaves:
             return None
         positions = {v.name: p for p, v in enumerate(self.complete.inputs) if isinstance(v, TensorView)}
         torch_out = any(isinstance(a, TensorArg) and a.origin == "torch" for a in args)

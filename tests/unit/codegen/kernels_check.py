@@ -106,6 +106,7 @@ def check_generated_kernels(runtime: Any, inputs: list[Any], vectorize: bool = T
                 bindings[f"T{tv.name}"] = TensorBinding(storage, tuple(value.shape), tuple(int(s) for s in strides))
                 outputs[tv.name] = (storage, laid_shape, order, value)
             scalars = {f"s{v.name}": scalars_by_name[v.name] for v in scheduled.inputs if not isinstance(v, TensorView)}
+            scalars.update({s.name: leaves[s.leaf] for s in kernel.scalars if s.leaf is not None})
             writes = LaneWrites()
             interpret(kernel, bindings, scalars, lane_writes=writes)
             for name, (storage, laid_shape, order, value) in outputs.items():

@@ -191,9 +191,8 @@ def test_expand_to_another_inputs_shape_lowers():
     _check(build, [RNG.standard_normal(s).astype(np.float32) for s in shapes])
 
 
-def test_uniform_sized_by_an_input_shape_is_no_internal_error():
-    """The group gets the sizing input as an argument; it runs on the host only because
-    RNG has no CUDA lowering yet (a refusal, not a broken invariant)."""
+def test_uniform_sized_by_an_input_shape_lowers():
+    """The group gets the sizing input as an argument, and its kernel draws the values."""
 
     def build(fd):
         t0 = fd.define_tensor(shape=[-1, -1, -1], contiguity=True, dtype=DataType.Float)
@@ -204,7 +203,8 @@ def test_uniform_sized_by_an_input_shape_is_no_internal_error():
     (group,) = runtime.segmented.groups
     assert [f"T{tv.name}" for tv in group.fusion.inputs if hasattr(tv, "domain")] == ["T0"]
     refused = lowered_groups(runtime.segmented, runtime.name, runtime.signature.index_type)[1]
-    assert "no kernel argument" not in refused.get(0, "")
+    assert 0 not in refused, refused
+    assert check_generated_kernels(runtime, [RNG.standard_normal((4, 6, 10)).astype(np.float32)])
     assert out.shape == (4, 6, 10) and out.min() >= 1.8 and out.max() <= 1223.5
 
 
