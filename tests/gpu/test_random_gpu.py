@@ -98,4 +98,6 @@ def test_a_large_uniform_range_stays_in_range_with_no_inputs(dtype):
     assert isinstance(out, torch.Tensor) and out.is_cuda
     low = torch.tensor(-1.0, dtype=out.dtype)
     assert out.min().item() >= low.item() and out.max().item() < 1.0
-    assert abs(out.double().mean().item()) < 1e-3
+    # A narrow draw that rounds to the top is folded to the bottom (as nvFuser does), which
+    # moves the mean by about the type's spacing at 1.0.
+    assert abs(out.double().mean().item()) < 1e-3 + torch.finfo(out.dtype).eps
