@@ -39,6 +39,7 @@ class RejectCategory(enum.Enum):
     persistent_buffer_too_large = "persistent buffer too large"
     reduction_axes_mismatch = "reduction axes do not match"
     disjoint_domains = "disjoint iteration domains"
+    self_mapping = "two axes of a tensor mapped together"
     would_create_cycle = "would create a cycle"
     level_constraint = "level constraint"
     unsupported = "not supported by the scheduler"

@@ -34,7 +34,8 @@ class GroupView:
     id_map: IdMap
 
     @staticmethod
-    def of(exprs: Sequence[Expr], id_map: IdMap, fusion_outputs: set[int]) -> GroupView:
+    def of(exprs: Sequence[Expr], fusion_outputs: set[int]) -> GroupView:
+        """The view of a candidate group, with an ID map of its own expressions."""
         members = {id(e) for e in exprs}
         produced: dict[int, TensorView] = {}
         inputs: dict[int, TensorView] = {}
@@ -46,7 +47,7 @@ class GroupView:
                 if isinstance(val, TensorView):
                     produced[id(val)] = val
         outputs = [tv for tv in produced.values() if _leaves_group(tv, members, fusion_outputs)]
-        return GroupView(list(exprs), list(inputs.values()), outputs, id_map)
+        return GroupView(list(exprs), list(inputs.values()), outputs, IdMap(exprs))
 
     @cached_property
     def tensors(self) -> list[TensorView]:
@@ -56,6 +57,15 @@ class GroupView:
                 if isinstance(val, TensorView):
                     seen.setdefault(id(val), val)
         return list(seen.values())
+
+    @cached_property
+    def self_mapping(self) -> str | None:
+        """Why no kernel can hold this group: a tensor whose two axes it ties together."""
+        found = self.id_map.self_mapping(self.tensors)
+        if found is None:
+            return None
+        tv, a, b = found
+        return f"T{tv.name} has two axes mapped to each other ({a} and {b}): a self mapping"
 
     @cached_property
     def links(self) -> dict[int, list[int]]:

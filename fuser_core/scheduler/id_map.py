@@ -6,11 +6,12 @@ Two maps over the IterDomains of a set of expressions, as nvFuser's ComputeAtMap
   and its `r` axis, a permute's root); always equal extents;
 - **permissive**: exact, plus a broadcast axis tied to the axis it is broadcast to.
 
-The segmenter builds one map for the whole fusion; a scheduler checking a candidate
-group asks it about the group's tensors. Exact sets are sound for any subset of the
-fusion (tied axes are equal whatever else is in the group), so one map serves every
-merge the segmenter tries. Broadcast links are kept per expression, so a group sees
-only the broadcasts it resolves itself.
+Each candidate group the segmenter tries gets its own map, built from the group's
+expressions only, as nvFuser builds ID graphs per segment: an op outside the group ties
+nothing inside it. One map of the whole fusion would: `t0 + sum(t0, [1])[None, :]` ties
+t0's two axes through the sum, a self mapping no schedule of t0 can honour, though the
+kernel of the add alone (the sum handed in) has none. Broadcast links are kept per
+expression, so a group sees only the broadcasts it resolves itself.
 """
 
 from __future__ import annotations
@@ -111,6 +112,19 @@ class IdMap:
                 inputs = [self.exact(v) for v in definition.inputs if isinstance(v, IterDomain)]
                 sources.setdefault(self.exact(member), []).extend(inputs)
         return sources
+
+    def self_mapping(self, tensors: Iterable[TensorView]) -> tuple[TensorView, IterDomain, IterDomain] | None:
+        """The first tensor with two of its (non-broadcast) logical axes in one exact set,
+        and those axes: no loop nest can give both one index (nvFuser's hasSelfMapping)."""
+        for tv in tensors:
+            seen: dict[int, IterDomain] = {}
+            for dim in tv.logical:
+                if dim.is_broadcast:
+                    continue
+                twin = seen.setdefault(self.exact(dim), dim)
+                if twin is not dim:
+                    return tv, twin, dim
+        return None
 
     def links_of(self, exprs: Sequence[Expr]) -> dict[int, list[int]]:
         """The broadcast ties these expressions make, both ways, by exact set: a

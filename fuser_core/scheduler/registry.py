@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fuser_core.scheduler.base import Rejection, Scheduler, SchedulerType
+from fuser_core.scheduler.base import RejectCategory, Rejection, Scheduler, SchedulerType
 from fuser_core.scheduler.expr_eval import ExprEvalScheduler
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 from fuser_core.scheduler.no_op import NoOpScheduler
@@ -32,6 +32,9 @@ def propose(group: GroupView, info: RuntimeInfo | None) -> tuple[Scheduler | Non
     """The first scheduler that accepts `group`, and every rejection before it. With
     no `info`, only compile-time checks run (an optimistic answer)."""
     rejections: list[Rejection] = []
+    if group.self_mapping is not None:  # nvFuser's generic check, before any scheduler's own
+        reason = group.self_mapping
+        return None, [Rejection(s.type, reason, RejectCategory.self_mapping) for s in SCHEDULERS]
     for scheduler in SCHEDULERS:
         rejection = scheduler.compile_time_check(group)
         if rejection is None and info is not None:

@@ -59,7 +59,6 @@ class SegmentCandidateFinder:
         self.exprs = [e for e in fusion.exprs() if e.is_tensor_op()]
         self.order = {id(e): i for i, e in enumerate(self.exprs)}
         self.fusion_outputs = {id(v) for v in fusion.outputs}
-        self.id_map = IdMap(self.exprs)
         self.attempts: list[MergeAttempt] = []
         self.groups: dict[int, _Group] = {}
         self.owner: dict[int, int] = {}  # id(expr) -> group key
@@ -74,7 +73,7 @@ class SegmentCandidateFinder:
             group.verdict = (BY_TYPE[SchedulerType.user], [])
             return self._finish([group], ())
         has_hint = any(_is_segment_hint(e) for e in self.exprs)
-        whole = GroupView.of(self.exprs, self.id_map, self.fusion_outputs)
+        whole = GroupView.of(self.exprs, self.fusion_outputs)
         scheduler, rejections = propose(whole, self.info)
         if scheduler is not None and not has_hint:
             group = self._new_group(self.exprs)
@@ -153,7 +152,7 @@ class SegmentCandidateFinder:
             if hint is not None:
                 self._tried[key] = (None, [hint])
             else:
-                self._tried[key] = propose(GroupView.of(exprs, self.id_map, self.fusion_outputs), self.info)
+                self._tried[key] = propose(GroupView.of(exprs, self.fusion_outputs), self.info)
         return self._tried[key]
 
     def _attempt(self, a: _Group, b: _Group, stage: str) -> bool:
@@ -290,21 +289,23 @@ class SegmentCandidateFinder:
             scheduler, _ = self._verdict(group)
             if scheduler is None:
                 raise _unschedulable(group)
-            view = GroupView.of(group.exprs, self.id_map, self.fusion_outputs)
+            view = GroupView.of(group.exprs, self.fusion_outputs)
             # Before any heuristics: a kernel that will not follow the inferred layout of
             # what it writes drops it now, so no kernel sizes itself for a layout that
             # then changes (a consumer reads it, and a cache hit must choose the same).
             drops = drop_output_hints(view.outputs, scheduler.type.value) if scheduler.drops_output_hints else []
             chosen.append((group, scheduler, view, drops))
         result: list[SegmentedGroup] = []
+        maps: dict[int, IdMap] = {}
         for position, (group, scheduler, view, drops) in enumerate(chosen):
+            maps[position] = view.id_map
             params = scheduler.heuristics(view, self.info)
             segmented_group = SegmentedGroup(
                 position, group.exprs, view.inputs, view.outputs, scheduler.type, params, group.merged
             )
             segmented_group.dropped_hints = drops
             result.append(segmented_group)
-        segmented = SegmentedFusion(self.fusion, result, _edges(result), self.attempts, whole, id_map=self.id_map)
+        segmented = SegmentedFusion(self.fusion, result, _edges(result), self.attempts, whole, id_maps=maps)
         segmented.reasons = self._explain(groups, result)
         return segmented
 

@@ -100,15 +100,14 @@ class SegmentedFusion:
     attempts: list[MergeAttempt] = field(default_factory=list)
     whole_fusion_rejections: tuple[Rejection, ...] = ()
     reasons: list[NeighbourReason] = field(default_factory=list)
-    id_map: IdMap | None = None
+    id_maps: dict[int, IdMap] = field(default_factory=dict)  # each group's own, by group id
 
     def refusal(self, info: RuntimeInfo) -> str | None:
         """Whether every group's scheduler takes new sizes with the same parameters
         (nvFuser's getMaybeHeuristicsFor); a sentence naming the first that does not."""
-        assert self.id_map is not None
         for group in self.groups:
             scheduler = BY_TYPE[group.scheduler]
-            view = GroupView(group.exprs, group.inputs, group.outputs, self.id_map)
+            view = GroupView(group.exprs, group.inputs, group.outputs, self.id_maps[group.id])
             rejection = scheduler.run_time_check(view, info)
             if rejection is not None:
                 return f"g{group.id} {group.scheduler.value} rejects the new sizes: {rejection.reason}"
