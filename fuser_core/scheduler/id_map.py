@@ -104,6 +104,11 @@ class IdMap:
         output axis is made, through its inputs' pads, from what they padded."""
         return self._sources.get(key, [])
 
+    def resized_sets(self) -> set[int]:
+        """Exact sets of axes a pad, slice or cat resized: where they start in memory is a
+        run-time offset (a pad width, a piece boundary)."""
+        return {self.exact(d) for d in self._ids if isinstance(d.definition, Resize)}
+
     def _rf_sources(self) -> dict[int, list[int]]:
         sources: dict[int, list[int]] = {}
         for member in list(self._ids):

@@ -354,17 +354,22 @@ def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: b
 
 
 def _reached_through_transforms(group: GroupView, vector_set: int) -> bool:
-    """Whether a global tensor runs along the vector axis only through a reshape, pad,
-    slice or cat of it (a cat of run-time extents, test_cat_symbolic): its vector
-    accesses start at offsets (piece boundaries, pad widths, merged strides) that
-    nothing here proves aligned, so they stay scalar."""
+    """Whether a global tensor runs along the vector axis only through a pad, slice or
+    cat on the way (a cat of run-time extents, test_cat_symbolic): its vector accesses
+    start at offsets (piece boundaries, pad widths) that nothing here proves aligned, so
+    they stay scalar. A reshape alone keeps them vectorized: the inner-extent checks
+    below cover its splits and merges."""
+    resized = group.id_map.resized_sets()
     made: set[int] = set()
-    stack = list(group.id_map.made_from(vector_set))
+    stack = [vector_set]
     while stack:
         key = stack.pop()
-        if key not in made and key != vector_set:
+        if key not in made:
             made.add(key)
             stack.extend(group.id_map.made_from(key))
+    if not made & resized:
+        return False
+    made.discard(vector_set)
     return any(group.id_map.exact(d) in made for tv in (*group.inputs, *group.outputs) for d in tv.logical)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fuser_core.frontend.fusion_cache import FusionCache
 from workbench.session import Session
 
 OPTION_VARIABLES = ("FUSER_DUMP", "FUSER_ENABLE", "FUSER_DISABLE", "NVFUSER_DUMP", "NVFUSER_ENABLE", "NVFUSER_DISABLE")
@@ -19,6 +20,9 @@ def no_options_from_the_environment(monkeypatch):
 
 
 def small_session(sample: str, shapes) -> Session:
+    # Module fixtures are made before the per-test FusionCache reset: start from an empty
+    # cache here too, so fusion ids (f0 in kernel names) do not depend on test order.
+    FusionCache.reset()
     session = Session.open(sample)
     session.set_shapes(shapes)
     return session

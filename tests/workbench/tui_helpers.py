@@ -34,8 +34,14 @@ async def settle(pilot: Pilot) -> None:
 
 
 async def show(pilot: Pilot, tab: str) -> str:
+    """The tab's text once it has rendered: a loaded machine may need more than one
+    pause before a view fills (waits at most a few seconds; an empty view stays empty)."""
     pilot.app.action_tab(tab)
     await pilot.pause()
+    for _ in range(50):
+        if view_text(pilot, tab).strip():
+            break
+        await pilot.pause(0.1)
     return view_text(pilot, tab)
 
 
