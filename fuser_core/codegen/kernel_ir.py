@@ -1,7 +1,7 @@
 """The kernel IR: a small loop-nest language between a scheduled group and its CUDA text.
 
-Lowering (`lower.py`) builds it from the schedule's loop domains; the CUDA printer
-(`cuda.py`) and the CPU interpreter (`interpreter.py`) are two readers of the same tree,
+Lowering (`lower/`) builds it from the schedule's loop domains; the CUDA printer
+(`cuda.py`) and the CPU interpreter (`interpreter/`) are two readers of the same tree,
 so what CI interprets is what the GPU runs. Expressions are frozen dataclasses with
 structural equality: equal index math is one value, which is how lowering shares work.
 """

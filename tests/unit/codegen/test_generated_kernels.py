@@ -245,10 +245,11 @@ def test_a_grid_reduction_whose_unrolled_serial_part_does_not_divide():
     assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
 
 
-def test_a_schedule_whose_loops_miss_an_axis_is_refused_not_generated():
-    """A known outer_persistent scheduling gap (two reductions over different axes in one
-    group): its loops skip axis i2 of T9 and T11. Codegen refuses the group, which then runs
-    on the host, rather than generating a kernel that reads part of the data."""
+def test_a_self_mapped_group_is_cut_and_every_kernel_generated():
+    """Once a known outer_persistent gap (its loops skipped axis i2 of T9 and T11, and codegen
+    refused the group): broadcasting sum(t0, [1]) back against t0's axis 1 ties t0's axes 0
+    and 1, a self mapping. The segmenter now cuts there, as nvFuser does, and each group,
+    judged on its own ID map, gets a kernel that reads all of its data."""
     from fuser_core.runtime.cuda_backend import lowered_groups
 
     def build(fd):
@@ -258,9 +259,11 @@ def test_a_schedule_whose_loops_miss_an_axis_is_refused_not_generated():
         x = fd.ops.add(b, t0)
         fd.add_output(fd.ops.sum(fd.ops.add(fd.ops.add(x, b), x), [0]))
 
-    runtime = _fusion_runtime(build, [_rand(3, 3, 3), _rand(1)])
-    refused = lowered_groups(runtime.segmented, runtime.name, "int32")[1]
-    assert any("the schedule's loops do not cover the data" in why for why in refused.values()), refused
+    inputs = [_rand(3, 3, 3), _rand(1)]
+    runtime = _fusion_runtime(build, inputs)
+    assert len(runtime.segmented.groups) == 2
+    assert not lowered_groups(runtime.segmented, runtime.name, "int32")[1]
+    assert len(check_generated_kernels(runtime, inputs)) == 2
 
 
 @pytest.mark.parametrize("shape", [(40, 999), (1000, 40), (3, 5)])

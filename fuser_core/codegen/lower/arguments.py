@@ -1,0 +1,124 @@
+"""The base layer of `Lowering`: the state of one lowering, the kernel's arguments
+(tensor and scalar parameters), fusion scalars and extents as kernel expressions, and which
+tensors are materialized."""
+
+from __future__ import annotations
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.lower.elementwise import _convert_const, _elementwise
+from fuser_core.codegen.lower.model import INDEX, Instance, _Scope
+from fuser_core.codegen.lower.order import _hoisted
+from fuser_core.errors import InternalError
+from fuser_core.ir.base import Val
+from fuser_core.ir.dtype import DataType
+from fuser_core.ir.elementwise import BinaryOp, TernaryOp, UnaryOp
+from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.iter_domain import IterDomain
+from fuser_core.ir.rng import unbound_rng_states
+from fuser_core.ir.scalar import Scalar
+from fuser_core.ir.tensor_view import MemoryType, TensorView
+
+
+class Arguments:
+    """A lowering's state, set up from the fusion: arguments bound, materialized tensors
+    chosen and ordered; the layers above emit into it."""
+
+    def __init__(self, fusion: Fusion, name: str, index_type: DataType, vectorize: bool = True) -> None:
+        self.fusion = fusion
+        self.name = name
+        self.index_type = index_type
+        self.vectorize = vectorize
+        self.exprs = [e for e in fusion.exprs() if e.is_tensor_op()]
+        self.inputs = [v for v in fusion.inputs if isinstance(v, TensorView)]
+        self.outputs = [v for v in fusion.outputs if isinstance(v, TensorView)]
+        self.scalars: dict[int, k.Node] = {}
+        self.tensor_args: list[k.TensorArg] = []
+        self.scalar_args: list[k.ScalarArg] = []
+        self._bind_arguments()
+        self.materialized: list[TensorView] = _hoisted(
+            [e.output for e in self.exprs if isinstance(e.output, TensorView) and self._is_materialized(e.output)]
+        )
+        self.instances: dict[int, list[Instance]] = {}
+        self.buffers: dict[tuple[int, Instance], str] = {}
+        self.launch: list[k.LaunchDim] = []
+        self.shared_bytes = 0
+        self.vector_widths: dict[str, int] = {}
+        self.body: list[k.Stmt] = []
+        self.stack: list[_Scope] = [_Scope(self.body, None)]
+        self.computing: TensorView | None = None
+        self.local_names: dict[str, int] = {}
+        self.alloc_depth: dict[int, int] = {}
+        self.bounds: dict[str, int] = {}
+        self.buffer_dtypes: dict[str, DataType] = {}
+        self.workspaces: list[k.Workspace] = []
+        self.reduce_scratch: dict[tuple[DataType, int], k.Alloc] = {}
+        self.grid_last: dict[str, k.Var] = {}  # blockIdx.* reduced by a grid reduction -> its `last` flag
+        self.hardware_used: set[str] = set()
+
+    # -- arguments and extents ---------------------------------------------------------
+    def _bind_arguments(self) -> None:
+        # Scalars first: an output's shape may be a scalar input (`full([t0.size(0), s])`).
+        for pos, val in enumerate(self.fusion.inputs):
+            if isinstance(val, Scalar) and not val.is_const:
+                name = f"s{val.name}"
+                self.scalar_args.append(k.ScalarArg(name, val.dtype, pos))
+                self.scalars[id(val)] = k.ScalarParam(val.dtype, name)
+        for seed, base, _ in unbound_rng_states(self.exprs):
+            for leaf in (seed, base):  # the run's Philox state, drawn afresh for each run
+                if isinstance(leaf, Scalar) and not leaf.is_const and id(leaf) not in self.scalars:
+                    name = f"s{leaf.name}"
+                    self.scalar_args.append(k.ScalarArg(name, leaf.dtype, -1, leaf=leaf.name))
+                    self.scalars[id(leaf)] = k.ScalarParam(leaf.dtype, name)
+        for pos, tv in enumerate(self.inputs):
+            self._bind_tensor(tv, pos, is_output=False)
+        for pos, tv in enumerate(self.outputs):
+            if tv not in self.inputs:
+                self._bind_tensor(tv, pos, is_output=True)
+
+    def _bind_tensor(self, tv: TensorView, pos: int, is_output: bool) -> None:
+        logical = tv.logical_no_reductions()
+        alloc = [d for d in tv.domain.maybe_allocation if not d.is_reduction]
+        if not is_output:
+            for axis, dim in enumerate(logical):
+                extent = dim.maybe_expanded_extent
+                if not extent.is_const:
+                    self.scalars.setdefault(id(extent), k.TensorField(INDEX, f"T{tv.name}", "logical_size", axis))
+        shape = tuple(self.scalar(d.maybe_expanded_extent, INDEX) for d in logical) if is_output else ()
+        self.tensor_args.append(
+            k.TensorArg(f"T{tv.name}", tv.dtype, len(logical), len(alloc), is_output, pos, 1, shape)
+        )
+
+    def scalar(self, val: Val, dtype: DataType | None = None) -> k.Node:
+        """A fusion scalar as a kernel expression: a literal, an argument, or math on them."""
+        assert isinstance(val, Scalar), val
+        node = self._scalar(val)
+        if dtype is not None and node.dtype != dtype:
+            if isinstance(node, k.Const):
+                return k.Const(dtype, _convert_const(node.value, dtype))
+            return k.Cast(dtype, node)
+        return node
+
+    def _scalar(self, val: Scalar) -> k.Node:
+        if val.is_const:
+            return k.Const(val.dtype if val.dtype != DataType.Null else INDEX, val.value)  # type: ignore[arg-type]
+        found = self.scalars.get(id(val))
+        if found is not None:
+            return found
+        expr = val.definition
+        if isinstance(expr, BinaryOp | UnaryOp | TernaryOp):
+            node = _elementwise(expr, [self._scalar(v) for v in expr.inputs])  # type: ignore[arg-type]
+            self.scalars[id(val)] = node
+            return node
+        raise InternalError(f"kernel {self.name}: no kernel argument gives the value of {val}")
+
+    def extent(self, dim: IterDomain) -> k.Node:
+        return self.scalar(dim.extent, INDEX)
+
+    # -- what is materialized -----------------------------------------------------------
+    def _is_materialized(self, tv: TensorView) -> bool:
+        if tv in self.outputs or tv.memory_type == MemoryType.Shared:
+            return True
+        return 0 < tv.compute_at_pos < len(tv.loop) or (tv.compute_at_pos == 0 and bool(tv.uses))
+
+    def _own_coords_roots(self, tv: TensorView) -> bool:
+        return tv in self.outputs or tv.memory_type == MemoryType.Shared

@@ -1,0 +1,102 @@
+"""Layer of `Lowering`: the buffers of materialized tensors. The loop IDs a register array
+or shared tile allocates, its constant size, the slot a loop iteration or coordinates
+address, and the padding of shared tiles against bank conflicts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.lower.indexing import Indexing
+from fuser_core.codegen.lower.model import HARDWARE, INDEX, Coords, concrete, loop_var
+from fuser_core.codegen.simplify import add, const_value, div, mul
+from fuser_core.errors import FuserError
+from fuser_core.ir.iter_domain import IterDomain, Merge, Split
+from fuser_core.ir.tensor_view import MemoryType, TensorView
+
+
+class Buffers(Indexing):
+    """Lays out register arrays and shared tiles and addresses their slots."""
+
+    # -- buffers ---------------------------------------------------------------------------
+    def _allocated_dims(self, tv: TensorView) -> list[IterDomain]:
+        dims = []
+        for dim in tv.loop[tv.compute_at_pos :]:
+            if dim.is_reduction:
+                continue  # a reduction's buffer holds one partial result per iteration point
+            hw = HARDWARE.get(dim.parallel_type)
+            if hw is not None and (tv.memory_type == MemoryType.Local or hw.startswith("block")):
+                continue
+            dims.append(dim)
+        return dims
+
+    def _slot(self, tv: TensorView, lanes: Mapping[int, k.Node] | None = None) -> k.Node:
+        """A buffer position from the current loop indices (the tensor's own, past ca_pos)."""
+        slot: k.Node = k.Const(INDEX, 0)
+        for dim in self._allocated_dims(tv):
+            var: k.Node = loop_var(dim)
+            if lanes is not None and concrete(dim).name in lanes:
+                var = lanes[concrete(dim).name]
+            slot = add(mul(slot, self._const_extent(dim, tv)), var)
+        return slot
+
+    def _padded(self, tv: TensorView, slot: k.Node) -> k.Node:
+        """A shared tile whose rows are a multiple of 32 elements wide gets one element of
+        padding per row, so a column walked by a warp falls in 32 different banks."""
+        row = self._shared_row(tv)
+        return slot if row is None else add(slot, div(slot, k.Const(INDEX, row)))
+
+    def _shared_row(self, tv: TensorView) -> int | None:
+        """The row width of a shared tile made by merging two axes (the inner one's
+        extent), when it is a multiple of 32; the tile's allocated loops split that merge."""
+        if tv.memory_type != MemoryType.Shared:
+            return None
+        dims = self._allocated_dims(tv)
+        sources = {id(d.definition.inputs[0]) for d in dims if isinstance(d.definition, Split)}
+        if len(sources) != 1 or any(not isinstance(d.definition, Split) for d in dims):
+            return None
+        merged = dims[0].definition.inputs[0]  # type: ignore[union-attr]
+        merge = merged.definition
+        if not isinstance(merge, Merge):
+            return None
+        row = const_value(self.extent(merge.inputs[1]))  # type: ignore[arg-type]
+        return int(row) if isinstance(row, int) and row % 32 == 0 else None
+
+    def _read_slot(self, tv: TensorView, coords: Coords) -> k.Node:
+        """Where a consumer reads a register buffer at `coords`: along an allocated loop
+        that encloses the read (one the consumer shares) its index; along one that does
+        not (a broadcast the consumer squeezed away), the position the coordinates give."""
+        open_loops = {scope.concrete_id for scope in self.stack}
+        dims = self._allocated_dims(tv)
+        if all(concrete(d).name in open_loops for d in dims):
+            return self._slot(tv)
+        index = self._forward_index(tv, coords)
+        slot: k.Node = k.Const(INDEX, 0)
+        for dim in dims:
+            position = loop_var(dim) if concrete(dim).name in open_loops else index[id(dim)]
+            slot = add(mul(slot, self._const_extent(dim, tv)), position)
+        return slot
+
+    def _forward_slot(self, tv: TensorView, coords: Coords) -> k.Node:
+        """The position of logical `coords` in a tile laid out by the tensor's loop domain."""
+        index = self._forward_index(tv, coords)
+        slot: k.Node = k.Const(INDEX, 0)
+        for dim in self._allocated_dims(tv):
+            slot = add(mul(slot, self._const_extent(dim, tv)), index[id(dim)])
+        return slot
+
+    def _const_extent(self, dim: IterDomain, tv: TensorView) -> k.Node:
+        extent = self.extent(concrete(dim) if tv.memory_type == MemoryType.Local else dim)
+        if const_value(extent) is None:
+            raise FuserError(
+                f"T{tv.name} would need a buffer of symbolic size along {dim}: its loop is not inlined far enough",
+                op="codegen",
+                tensor=f"T{tv.name}",
+            )
+        return extent
+
+    def _buffer_size(self, tv: TensorView) -> int:
+        size = 1
+        for dim in self._allocated_dims(tv):
+            size *= int(const_value(self._const_extent(dim, tv)))  # type: ignore[arg-type]
+        return size

@@ -1,0 +1,164 @@
+"""Layer of `Lowering`: values. A tensor's value at an instance: a predicated load of an
+input, a read of a materialized buffer, or its definition computed (element-wise ops, cat,
+pad, iota, full, random draws), each named once per scope."""
+
+from __future__ import annotations
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.lower.buffers import Buffers
+from fuser_core.codegen.lower.elementwise import _cast, _elementwise
+from fuser_core.codegen.lower.model import INDEX, TRUE, Instance, _primary
+from fuser_core.codegen.simplify import add, land, lt, mul, sub
+from fuser_core.errors import FuserError, InternalError
+from fuser_core.ir.dtype import DataType
+from fuser_core.ir.elementwise import BinaryOp, TernaryOp, UnaryOp
+from fuser_core.ir.iter_domain import Resize
+from fuser_core.ir.rng import RNGOp
+from fuser_core.ir.tensor_exprs import (
+    BroadcastOp,
+    CatOp,
+    ExpandOp,
+    FullOp,
+    IotaOp,
+    LoadStoreOp,
+    PadOp,
+    SliceOp,
+    SqueezeOp,
+    ViewOp,
+)
+from fuser_core.ir.tensor_view import MemoryType, TensorView, transforms_between
+
+
+class Compute(Buffers):
+    """Builds the kernel expression of a tensor's value at an instance."""
+
+    # -- values ----------------------------------------------------------------------------------
+    def value(self, tv: TensorView, inst: Instance) -> k.Node:
+        key = (tv.name, inst)
+        for scope in reversed(self.stack):
+            if key in scope.memo:
+                return scope.memo[key]
+        node = self._value(tv, inst)
+        if not isinstance(node, k.Const | k.Var | k.ScalarParam | k.Read):
+            var = k.Var(node.dtype, self._local_name(tv))
+            self._emit(k.Define(var, node))
+            node = var
+        self.stack[-1].memo[key] = node
+        return node
+
+    def _local_name(self, tv: TensorView) -> str:
+        base = f"T{tv.name}"
+        count = self.local_names.get(base, 0)
+        self.local_names[base] = count + 1
+        return base if count == 0 else f"{base}_{count}"
+
+    def _value(self, tv: TensorView, inst: Instance) -> k.Node:
+        if tv.definition is None:
+            return self._load(tv, inst)
+        primary = _primary(tv)
+        if primary is not self.computing and primary in self.materialized and primary not in self.outputs:
+            if tv.memory_type == MemoryType.Shared:
+                return k.Read(tv.dtype, f"T{tv.name}", self._padded(tv, self._forward_slot(tv, inst.coords)))
+            buffer = self.buffers[(tv.name, self._for_buffer(primary, inst))]
+            return k.Read(self.buffer_dtypes.get(buffer, tv.dtype), buffer, self._read_slot(primary, inst.coords))
+        return self._compute(tv, inst)
+
+    def _load(self, tv: TensorView, inst: Instance) -> k.Node:
+        """A predicated read of a global input (zero where the coordinates are invalid)."""
+        read = k.Read(tv.dtype, f"T{tv.name}", self.global_index(tv, inst.coords))
+        if inst.valid == TRUE:
+            return read
+        name = self._local_name(tv) + "_in"
+        self._emit(k.Alloc(name, tv.dtype, 1, k.Memory.local, zero=True))
+        self._emit(k.If(inst.valid, [k.Store(name, k.Const(INDEX, 0), read)]))
+        return k.Read(tv.dtype, name, k.Const(INDEX, 0))
+
+    def _compute(self, tv: TensorView, inst: Instance) -> k.Node:
+        expr = tv.definition
+        assert expr is not None
+        if isinstance(expr, CatOp):
+            return self._cat(expr, tv, inst)
+        if isinstance(expr, IotaOp):
+            _length, start, step = expr.inputs
+            dtype = tv.dtype
+            return k.Bin(
+                dtype,
+                "+",
+                self.scalar(start, dtype),
+                k.Bin(dtype, "*", self.scalar(step, dtype), k.Cast(dtype, inst.coords[0])),
+            )
+        if isinstance(expr, FullOp):
+            return self.scalar(expr.inputs[-1], tv.dtype)
+        if isinstance(expr, RNGOp):
+            return self._random(expr, tv, inst)
+        args: list[k.Node] = []
+        for val in expr.inputs:
+            if isinstance(val, TensorView):
+                args.append(self.value(val, self.producer_instance(expr, tv, inst, val)))
+        if isinstance(expr, LoadStoreOp | BroadcastOp | SqueezeOp | ExpandOp | ViewOp | SliceOp):
+            return args[0]
+        if isinstance(expr, PadOp):
+            validity = self._pad_validity(tv, inst)
+            if validity == TRUE:
+                return args[0]
+            return k.Call(tv.dtype, "where", (validity, args[0], self.scalar(expr.pad_value, tv.dtype)))
+        if isinstance(expr, UnaryOp | BinaryOp | TernaryOp):
+            operands = []
+            it = iter(args)
+            for val in expr.inputs:
+                operands.append(next(it) if isinstance(val, TensorView) else self._scalar(val))  # type: ignore[arg-type]
+            return _elementwise(expr, operands)
+        raise FuserError(
+            f"{type(expr).__name__} has no CUDA lowering yet (reductions come with issue 9)",
+            op=getattr(expr, "op_name", type(expr).__name__),
+            tensor=f"T{tv.name}",
+        )
+
+    def _random(self, expr: RNGOp, tv: TensorView, inst: Instance) -> k.Node:
+        """A random draw at the element's row-major linear index in the tensor's logical
+        shape: what the reference draws there, whatever the schedule."""
+        fn = k.rng_function(expr.kind.value, tv.dtype)
+        if fn is None:
+            raise FuserError(f"random {tv.dtype} values have no CUDA lowering", op=expr.op_name, tensor=f"T{tv.name}")
+        linear: k.Node = k.Const(INDEX, 0)
+        for dim, coord in zip(tv.logical_no_reductions(), inst.coords, strict=True):
+            linear = add(mul(linear, self.extent(dim)), coord)
+        params = [self.scalar(p, DataType.Double) for p in expr.params]
+        return k.Call(tv.dtype, fn, (self.scalar(expr.seed), self.scalar(expr.offset), linear, *params))
+
+    def _pad_validity(self, tv: TensorView, inst: Instance) -> k.Node:
+        index = {id(d): c for d, c in zip(tv.logical_no_reductions(), inst.coords, strict=True)}
+        valid: k.Node = TRUE
+        for t in reversed(transforms_between(tv.root, tv.logical)):
+            implied = self._backward(t, index)
+            if isinstance(t, Resize):
+                valid = land(valid, implied)
+        return valid
+
+    def _cat(self, expr: CatOp, tv: TensorView, inst: Instance) -> k.Node:
+        pieces = []
+        for val in expr.inputs:
+            assert isinstance(val, TensorView)
+            pieces.append((val, self.value(val, self.producer_instance(expr, tv, inst, val))))
+        coord = inst.coords[expr.dim]
+        result = pieces[-1][1]
+        for val, piece in reversed(pieces[:-1]):
+            end = self._cat_end(val, expr.dim)
+            result = k.Call(tv.dtype, "where", (lt(coord, end), piece, result))
+        return result
+
+    def _cat_end(self, piece: TensorView, dim: int) -> k.Node:
+        """Where a padded cat input's own elements stop along the cat axis. A pad by 0 and 0
+        there (the first or last piece beside empty ones) leaves no Resize once
+        concretization removes trivial ones: that piece spans the whole axis."""
+        logical = piece.logical_no_reductions()[dim]
+        resize = logical.definition
+        if isinstance(resize, Resize):
+            return sub(self.extent(logical), self.scalar(resize.right, INDEX))
+        if isinstance(piece.definition, PadOp) and resize is None:
+            return self.extent(logical)
+        raise InternalError(f"cat input T{piece.name} is not padded along axis {dim}")
+
+    def value_of_definition(self, tv: TensorView, inst: Instance) -> k.Node:
+        node = self._compute(tv, inst)
+        return node if node.dtype == tv.dtype else _cast(tv.dtype, node)

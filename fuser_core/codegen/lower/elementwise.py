@@ -1,0 +1,81 @@
+"""Element-wise ops as kernel expressions, typed as C computes them: the compute dtype of
+an op (half types in float, comparisons in their operands' widest type), casts of nodes and
+constants."""
+
+from __future__ import annotations
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.errors import FuserError
+from fuser_core.ir.dtype import DataType
+from fuser_core.ir.elementwise import BinaryOp, TernaryOp, UnaryOp
+from fuser_core.ir.op_types import UnaryOpType
+
+
+def _elementwise(expr: UnaryOp | BinaryOp | TernaryOp, operands: list[k.Node]) -> k.Node:
+    out = expr.output
+    out_dtype = out.dtype
+    if isinstance(expr, UnaryOp) and expr.op_type == UnaryOpType.Cast:
+        return k.Cast(out_dtype, operands[0])
+    rule = expr.rule
+    compute = _compute_dtype(out_dtype, [v.dtype for v in expr.inputs], rule.bool_output)
+    args = [a if a.dtype == compute else _cast(compute, a) for a in operands]
+    if isinstance(expr, TernaryOp) and rule.name == "where":
+        args[0] = operands[0] if operands[0].dtype == DataType.Bool else _cast(DataType.Bool, operands[0])
+    result_dtype = DataType.Bool if rule.bool_output else (compute if out_dtype.is_reduced_float else out_dtype)
+    if rule.bool_output:
+        result_dtype = DataType.Bool
+    node: k.Node
+    if rule.inline and len(args) == 2:
+        op = rule.inline
+        if op == "%" and compute.is_floating:
+            node = k.Call(result_dtype, "fmod", tuple(args))
+        else:
+            node = k.Bin(result_dtype, op, args[0], args[1])
+    elif rule.inline and len(args) == 1:
+        node = k.Un(result_dtype, rule.inline, args[0])
+    else:
+        node = k.Call(result_dtype, rule.name, tuple(args))
+    return node if node.dtype == out_dtype else _cast(out_dtype, node)
+
+
+def _cast(dtype: DataType, node: k.Node) -> k.Node:
+    if isinstance(node, k.Const):
+        return k.Const(dtype, _convert_const(node.value, dtype))
+    return k.Cast(dtype, node)
+
+
+def _convert_const(value: int | float | bool | complex, dtype: DataType) -> int | float | bool:
+    if dtype.is_complex:  # a refusal, so the group runs on the host (the printer has no complex types)
+        raise FuserError(f"{dtype!r} has no CUDA code generation yet", op="codegen")
+    if isinstance(value, complex):  # a cast to a real type keeps the real part, as std::real
+        value = value.real
+    if dtype.is_boolean:
+        return bool(value)
+    if dtype.is_integral:
+        return int(value)
+    return float(value)
+
+
+def _compute_dtype(out: DataType, inputs: list[DataType], bool_output: bool) -> DataType:
+    if not bool_output:
+        return DataType.Float if out.is_reduced_float else out
+    tensor_types = [t for t in inputs if t != DataType.Null]
+    best = tensor_types[0]
+    for t in tensor_types[1:]:
+        if _rank(t) > _rank(best):
+            best = t
+    return DataType.Float if best.is_reduced_float else best
+
+
+def _rank(dtype: DataType) -> int:
+    order = [
+        DataType.Bool,
+        DataType.Int32,
+        DataType.Int,
+        DataType.Index,
+        DataType.Half,
+        DataType.BFloat16,
+        DataType.Float,
+        DataType.Double,
+    ]
+    return order.index(dtype) if dtype in order else 0

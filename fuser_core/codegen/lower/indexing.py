@@ -1,0 +1,239 @@
+"""Layer of `Lowering`: coordinates and indices. A tensor's logical coordinates from its
+loop indices (backward through Split/Merge/Resize), a producer's from its consumer's through
+the op, which instances each materialized tensor must hold, loop indices from coordinates
+(forward), and the linear index into a global tensor's allocation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.lower.model import INDEX, TRUE, Coords, Instance, _primary, concrete, loop_var
+from fuser_core.codegen.lower.predicates import Predicates, _propagate_overflow
+from fuser_core.codegen.simplify import add, div, land, lt, mod, mul, sub
+from fuser_core.errors import InternalError
+from fuser_core.ir.iter_domain import IterDomain, Merge, Resize, Split
+from fuser_core.ir.tensor_exprs import BroadcastOp, CatOp, PadOp, ReductionOp, SqueezeOp, WelfordOp
+from fuser_core.ir.tensor_view import MemoryType, TensorView, transforms_between
+
+
+class Indexing(Predicates):
+    """Maps loop indices, logical coordinates and memory offsets onto each other."""
+
+    # -- coordinates --------------------------------------------------------------------
+    def own_instance(self, tv: TensorView, lanes: Mapping[int, k.Node] | None = None) -> Instance:
+        """Logical coordinates from the tensor's own loop indices, and their bounds: a
+        logical index is checked only where a split may not divide or a shared loop runs
+        past this tensor's own extent (the checks of inner IDs follow from it)."""
+        index, valid = self._loop_index(tv, lanes, reductions=False)
+        coords = [k.Const(INDEX, 0) if dim.is_broadcast else index[id(dim)] for dim in tv.logical_no_reductions()]
+        return Instance(tuple(coords), valid)
+
+    def _loop_index(
+        self, tv: TensorView, lanes: Mapping[int, k.Node] | None, reductions: bool
+    ) -> tuple[dict[int, k.Node], k.Node]:
+        """The index of every logical ID from the loop indices, and the bounds checks of
+        the iteration IDs (`reductions`: of the reduction IDs, for a reduction's input)."""
+        index: dict[int, k.Node] = {}
+        overflow: dict[int, bool] = {}
+        for dim in tv.loop:
+            var: k.Node = loop_var(dim)
+            if lanes is not None and concrete(dim).name in lanes:
+                var = lanes[concrete(dim).name]
+            index[id(dim)] = var
+            overflow[id(dim)] = concrete(dim) is not dim and self.extent(dim) != self.extent(concrete(dim))
+        valid: k.Node = TRUE
+        for expr in reversed(transforms_between(tv.logical, tv.loop)):
+            implied = self._backward(expr, index)
+            if not reductions:
+                valid = land(valid, implied)
+            valid = land(valid, self._inner_split_check(expr, index, overflow, reductions))
+            _propagate_overflow(self, expr, overflow)
+        for dim in tv.logical:
+            if dim.is_broadcast or dim.is_reduction != reductions:
+                continue
+            if overflow.get(id(dim), False):
+                valid = land(valid, lt(index[id(dim)], self.extent(dim)))
+        return index, valid
+
+    def _backward(self, expr: object, index: dict[int, k.Node]) -> k.Node:
+        """Indices of an ID expression's inputs from its outputs; the validity it implies."""
+        if isinstance(expr, Split):
+            outer, inner = expr.outputs
+            inp = expr.inputs[0]
+            assert isinstance(inp, IterDomain) and isinstance(outer, IterDomain) and isinstance(inner, IterDomain)
+            inner_extent = self.extent(inner)
+            value = add(mul(index[id(outer)], inner_extent), index[id(inner)])
+            index[id(inp)] = value
+            return TRUE
+        if isinstance(expr, Merge):
+            outer, inner = expr.inputs
+            assert isinstance(outer, IterDomain) and isinstance(inner, IterDomain)
+            out = index[id(expr.outputs[0])]
+            if inner.is_broadcast:
+                index[id(outer)], index[id(inner)] = out, k.Const(INDEX, 0)
+            elif outer.is_broadcast:
+                index[id(outer)], index[id(inner)] = k.Const(INDEX, 0), out
+            else:
+                inner_extent = self.extent(inner)
+                index[id(outer)] = div(out, inner_extent)
+                index[id(inner)] = mod(out, inner_extent)
+            return TRUE
+        if isinstance(expr, Resize):
+            inp = expr.inputs[0]
+            assert isinstance(inp, IterDomain)
+            value = sub(index[id(expr.outputs[0])], self.scalar(expr.left, INDEX))
+            index[id(inp)] = value
+            return self._resize_validity(expr, value)
+        raise InternalError(f"kernel {self.name}: cannot index through {expr}")
+
+    def producer_instance(self, expr: object, consumer: TensorView, inst: Instance, producer: TensorView) -> Instance:
+        """Where `producer` is read when `consumer` is computed at `inst`."""
+        coords = list(inst.coords)
+        valid = inst.valid
+        if isinstance(expr, ReductionOp | WelfordOp):
+            coords, valid = self._reduction_input_coords(consumer, inst)
+        elif isinstance(expr, BroadcastOp):
+            coords = [c for c, flag in zip(coords, expr.flags, strict=True) if not flag]  # type: ignore[attr-defined]
+        elif isinstance(expr, SqueezeOp):
+            it = iter(coords)
+            coords = [k.Const(INDEX, 0) if flag else next(it) for flag in expr.flags]  # type: ignore[attr-defined]
+        elif consumer.domain.has_root and not isinstance(expr, CatOp):
+            coords, valid = self._root_coords(consumer, coords, valid, expr)
+        dims = producer.logical_no_reductions()
+        if len(dims) != len(coords):
+            raise InternalError(f"kernel {self.name}: {expr} maps {len(coords)} coordinates onto {len(dims)} axes")
+        coords = [k.Const(INDEX, 0) if d.is_broadcast else c for d, c in zip(dims, coords, strict=True)]
+        return Instance(tuple(coords), valid)
+
+    def _reduction_input_coords(self, tv: TensorView, inst: Instance) -> tuple[list[k.Node], k.Node]:
+        """Where a reduction reads its input: the iteration coordinates of `inst` and the
+        reduction coordinates of the reduction's own loops (through an rfactor's root)."""
+        index, valid = self._loop_index(tv, None, reductions=True)
+        for dim, coord in zip(tv.logical_no_reductions(), inst.coords, strict=True):
+            index[id(dim)] = coord
+        valid = land(inst.valid, valid)
+        if tv.domain.has_root:
+            overflow: dict[int, bool] = {}
+            for t in reversed(transforms_between(tv.root, tv.logical)):
+                self._backward(t, index)
+                valid = land(valid, self._inner_split_check(t, index, overflow, True))
+                _propagate_overflow(self, t, overflow)
+            for dim in tv.root:
+                if dim.is_reduction and overflow.get(id(dim), False):
+                    valid = land(valid, lt(index[id(dim)], self.extent(dim)))
+            dims = tv.root
+        else:
+            dims = tv.logical
+        return [k.Const(INDEX, 0) if d.is_broadcast else index[id(d)] for d in dims], valid
+
+    def _root_coords(
+        self, tv: TensorView, coords: list[k.Node], valid: k.Node, expr: object
+    ) -> tuple[list[k.Node], k.Node]:
+        index = {id(d): c for d, c in zip(tv.logical_no_reductions(), coords, strict=True)}
+        for t in reversed(transforms_between(tv.root, tv.logical)):
+            implied = self._backward(t, index)
+            # Outside a pad's input the producer is not read (the pad value is used).
+            if isinstance(expr, PadOp):
+                valid = land(valid, implied)
+        root = [d for d in tv.root if not d.is_reduction]
+        return [index[id(d)] if id(d) in index else k.Const(INDEX, 0) for d in root], valid
+
+    # -- demands: which instances each materialized tensor must hold --------------------
+    def collect_instances(self) -> None:
+        for tv in reversed(self.materialized):
+            if self._own_coords_roots(tv):
+                self.instances[tv.name] = [self.own_instance(tv)]
+            for inst in self.instances.get(tv.name, []):
+                self._demand_inputs(tv, inst, set())
+
+    def _demand_inputs(self, tv: TensorView, inst: Instance, seen: set[tuple[int, Instance]]) -> None:
+        expr = tv.definition
+        if expr is None:
+            return
+        for producer in expr.inputs:
+            if not isinstance(producer, TensorView):
+                continue
+            p_inst = self.producer_instance(expr, tv, inst, producer)
+            key = (producer.name, p_inst)
+            if key in seen:
+                continue
+            seen.add(key)
+            if producer in self.inputs and producer.definition is None:
+                continue
+            producer = _primary(producer)
+            if producer in self.materialized and not self._own_coords_roots(producer):
+                p_inst = self._for_buffer(producer, p_inst)
+                found = self.instances.setdefault(producer.name, [])
+                if p_inst not in found:
+                    found.append(p_inst)
+                continue
+            if producer.memory_type == MemoryType.Shared:
+                continue
+            self._demand_inputs(producer, p_inst, seen)
+
+    # -- forward indexing: loop indices at logical coordinates ---------------------------
+    def _forward_index(self, tv: TensorView, coords: Coords) -> dict[int, k.Node]:
+        """The index of every loop ID at logical `coords`, through the loop transforms."""
+        index: dict[int, k.Node] = {id(d): c for d, c in zip(tv.logical_no_reductions(), coords, strict=True)}
+        for expr in transforms_between(tv.logical, tv.loop):
+            if isinstance(expr, Split):
+                outer, inner = expr.outputs
+                value = index[id(expr.inputs[0])]
+                index[id(outer)] = div(value, self.extent(inner))  # type: ignore[arg-type]
+                index[id(inner)] = mod(value, self.extent(inner))  # type: ignore[arg-type]
+            elif isinstance(expr, Merge):
+                outer, inner = expr.inputs
+                index[id(expr.outputs[0])] = add(mul(index[id(outer)], self.extent(inner)), index[id(inner)])  # type: ignore[arg-type]
+            elif isinstance(expr, Resize):
+                index[id(expr.outputs[0])] = add(index[id(expr.inputs[0])], self.scalar(expr.left, INDEX))
+        return index
+
+    # -- global indexing ----------------------------------------------------------------------
+    def global_index(self, tv: TensorView, coords: Coords) -> k.Node:
+        logical = tv.logical_no_reductions()
+        alloc = [d for d in tv.domain.maybe_allocation if not d.is_reduction]
+        contiguity = [
+            c for d, c in zip(tv.domain.maybe_allocation, tv.domain.contiguity, strict=True) if not d.is_reduction
+        ]
+        coord_of = {id(d): c for d, c in zip(logical, coords, strict=True)}
+        terms: list[tuple[k.Node, k.Node, k.Node]] = []  # (coordinate, stride, extent), inner first
+        stride: k.Node = k.Const(INDEX, 1)
+        is_input = tv in self.inputs
+        for axis in reversed(range(len(alloc))):
+            dim = alloc[axis]
+            if dim.is_broadcast or (is_input and dim.has_expanded_extent):
+                continue
+            if is_input and contiguity[axis] is False:
+                stride = k.TensorField(INDEX, f"T{tv.name}", "alloc_stride", axis)
+            extent = self.scalar(dim.maybe_expanded_extent, INDEX)
+            terms.append((coord_of[id(dim)], stride, extent))
+            stride = mul(stride, extent)
+        index: k.Node = k.Const(INDEX, 0)
+        for coord, term_stride, _ in _merge_contiguous(terms):
+            index = add(index, mul(coord, term_stride))
+        return index
+
+
+def _merge_contiguous(terms: list[tuple[k.Node, k.Node, k.Node]]) -> list[tuple[k.Node, k.Node, k.Node]]:
+    """Adjacent axes whose coordinates split one index `x` by the inner extent n, as
+    (x / n, x % n), with the outer stride n times the inner one, are one axis indexed by
+    `x`: a merged schedule axis over contiguous memory needs no division."""
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(terms) - 1):
+            (inner, inner_stride, inner_extent), (outer, outer_stride, outer_extent) = terms[i], terms[i + 1]
+            if (
+                isinstance(inner, k.Bin)
+                and isinstance(outer, k.Bin)
+                and inner.op == "%"
+                and outer.op == "/"
+                and inner.a == outer.a
+                and inner.b == outer.b == inner_extent
+                and outer_stride == mul(inner_stride, inner_extent)
+            ):
+                terms[i : i + 2] = [(inner.a, inner_stride, mul(inner_extent, outer_extent))]
+                changed = True
+                break
+    return terms

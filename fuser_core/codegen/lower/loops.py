@@ -1,0 +1,119 @@
+"""Layer of `Lowering`: the loop nest. A tensor's loops (reusing the open ones it shares
+with its producers and consumers), loops bound to blockIdx/threadIdx and the launch
+dimensions they ask for, and the scopes statements and buffers are emitted into."""
+
+from __future__ import annotations
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.lower.arguments import Arguments
+from fuser_core.codegen.lower.model import HARDWARE, LOOP_KIND, _Scope, concrete, loop_var
+from fuser_core.codegen.simplify import const_value
+from fuser_core.ir.iter_domain import IterDomain, ParallelType
+from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
+from fuser_core.ir.tensor_view import TensorView
+
+
+class Loops(Arguments):
+    """Opens loops and emits statements into the innermost scope."""
+
+    # -- loops ---------------------------------------------------------------------------
+    def _open_loops(self, tv: TensorView, skip_vector: bool) -> None:
+        """Reuse the open loops this tensor shares with its producers and consumers (its
+        first max(ca_pos, produce_pos) loop IDs, in order; open loops over IDs it does
+        not have, its broadcasts, are stayed in), then open its own loops."""
+        # Loops before ca_pos are its consumers' (shared with any sibling producer emitted
+        # before it); past that, only those its materialized producers need.
+        cap = max(min(tv.compute_at_pos, len(tv.loop)), self._reuse_cap(tv))
+        if skip_vector and tv.loop and tv.loop[-1].parallel_type == ParallelType.Vectorize:
+            # The lanes of a vector access are its own loop: an open loop left over the same
+            # ID (an earlier store's) would run the whole access once per lane.
+            cap = min(cap, len(tv.loop) - 1)
+        wanted = [concrete(d).name for d in tv.loop]
+        matched, keep = 0, 0
+        depth_of: dict[int, int] = {}
+        for depth in range(1, len(self.stack)):
+            cid = self.stack[depth].concrete_id
+            if matched < cap and cid == wanted[matched]:
+                depth_of[matched] = depth
+                matched += 1
+                keep = depth
+            elif cid not in wanted and matched < cap:
+                loop = self.stack[depth - 1].body[-1]
+                if isinstance(loop, k.For) and loop.hardware is not None:
+                    keep = depth
+            else:
+                break
+        del self.stack[keep + 1 :]
+        for pos in range(matched, len(tv.loop)):
+            dim = tv.loop[pos]
+            if skip_vector and dim.parallel_type == ParallelType.Vectorize and pos == len(tv.loop) - 1:
+                break
+            self._open(dim)
+            depth_of[pos] = len(self.stack) - 1
+        ca = tv.compute_at_pos
+        if isinstance(tv.definition, ReductionOp | WelfordOp):
+            # A partial result lives inside the iteration loops before the reduction's.
+            ca = max(ca, next((p for p, d in enumerate(tv.loop) if d.is_reduction), len(tv.loop)))
+        self.alloc_depth[tv.name] = depth_of.get(ca - 1, len(self.stack) - 1) if ca > 0 else 0
+
+    def _reuse_cap(self, tv: TensorView) -> int:
+        """How many of the tensor's loops it must share with what was emitted before it:
+        those its materialized producers are computed in (their ca_pos, in this tensor's
+        positions), since their buffers hold one iteration of those loops. Its other
+        loops are its own, so all of a thread's loads are issued before the first use."""
+        positions = {concrete(d).name: p for p, d in enumerate(tv.loop)}
+        cap = 0
+        stack = [v for v in (tv.definition.inputs if tv.definition else []) if isinstance(v, TensorView)]
+        seen: set[int] = set()
+        while stack:
+            producer = stack.pop()
+            if producer.name in seen or producer.definition is None:
+                continue
+            seen.add(producer.name)
+            if producer in self.materialized and producer not in self.outputs:
+                ca = producer.compute_at_pos
+                if ca > 0:
+                    cap = max(cap, positions.get(concrete(producer.loop[ca - 1]).name, -1) + 1)
+                continue
+            stack.extend(v for v in producer.definition.inputs if isinstance(v, TensorView))
+        return min(cap, len(tv.loop))
+
+    def _open(self, dim: IterDomain) -> None:
+        c = concrete(dim)
+        extent = self.extent(c)
+        hardware = HARDWARE.get(dim.parallel_type)
+        kind = LOOP_KIND.get(dim.parallel_type, k.LoopKind.serial)
+        if hardware is not None:
+            kind = k.LoopKind.block if hardware.startswith("block") else k.LoopKind.thread
+            self._launch_dim(hardware, extent)
+        elif kind == k.LoopKind.vectorize and not self.vectorize:
+            kind = k.LoopKind.unroll
+        loop = k.For(loop_var(dim), extent, kind, hardware=hardware, label=c.to_string())
+        self._bound(loop.index, extent)
+        self.stack[-1].body.append(loop)
+        self.stack.append(_Scope(loop.body, c.name))
+
+    def _bound(self, index: k.Var, extent: k.Node) -> None:
+        value = const_value(extent)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            self.bounds[index.name] = value
+
+    def _launch_dim(self, hardware: str, extent: k.Node) -> None:
+        if not any(d.hardware == hardware and d.extent == extent for d in self.launch):
+            self.launch.append(k.LaunchDim(hardware, extent))
+
+    def _finish_guards(self) -> None:
+        """A bound loop narrower than its launch dimension is predicated."""
+        by_hw: dict[str, int] = {}
+        for dim in self.launch:
+            by_hw[dim.hardware] = by_hw.get(dim.hardware, 0) + 1
+        for stmt in k.walk(self.body):
+            if isinstance(stmt, k.For) and stmt.hardware is not None:
+                stmt.guarded = by_hw.get(stmt.hardware, 0) > 1
+
+    def _emit(self, stmt: k.Stmt) -> None:
+        self.stack[-1].body.append(stmt)
+
+    def _alloc_for(self, tv: TensorView, stmt: k.Alloc) -> None:
+        """A buffer goes to the top of the scope inside the loops it shares (ca_pos)."""
+        self.stack[self.alloc_depth[tv.name]].body.insert(0, stmt)

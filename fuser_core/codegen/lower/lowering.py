@@ -1,0 +1,162 @@
+"""The top of `Lowering`: the checks that refuse a schedule, the emission of every
+materialized tensor in order, the checks of the result and the `Kernel`; `lower_group`, the
+entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.lower.model import HARDWARE, concrete, loop_var
+from fuser_core.codegen.lower.stores import Stores
+from fuser_core.codegen.simplify import index_bounds
+from fuser_core.errors import FuserError
+from fuser_core.ir.dtype import DataType
+from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
+from fuser_core.scheduler.loop_check import loop_domain_problems
+
+
+class Lowering(Stores):
+    """A scheduled group's fusion lowered to one kernel: `Lowering(...).lower()`."""
+
+    # -- emission ----------------------------------------------------------------------------------
+    def lower(self) -> k.Kernel:
+        with index_bounds() as self.bounds:
+            return self._lower()
+
+    def _lower(self) -> k.Kernel:
+        problems = loop_domain_problems(self.fusion)
+        if problems:  # a kernel from these loops would skip data: refuse it (the group runs on the host)
+            raise FuserError(
+                f"the schedule's loops do not cover the data ({problems[0]})", op="codegen", tensor=self.name
+            )
+        for tv in self.materialized:
+            for dim in tv.loop:
+                c = concrete(dim)
+                if c.is_broadcast and not dim.is_broadcast and self.extent(c) != self.extent(dim):
+                    raise FuserError(  # its loop would run once, not over the axis
+                        f"the schedule's loops do not cover the data (T{tv.name}: {dim} is replayed from {c})",
+                        op="codegen",
+                        tensor=self.name,
+                    )
+        for tv in self.outputs:
+            if any(d.is_broadcast and d.has_expanded_extent for d in tv.logical_no_reductions()):
+                raise FuserError(
+                    "an output with an expanded broadcast axis is not generated (it would need a stride-0 allocation)",
+                    op="codegen",
+                    tensor=f"T{tv.name}",
+                )
+        for tv in self.materialized:
+            if isinstance(tv.definition, ReductionOp | WelfordOp) and tv in self.outputs:
+                raise FuserError(
+                    "a reduction written straight to a fusion output is not generated: the scheduler caches it",
+                    op=tv.definition.op_name,
+                    tensor=f"T{tv.name}",
+                )
+            self.hardware_used.update(HARDWARE[d.parallel_type] for d in tv.loop if d.parallel_type in HARDWARE)
+        # Every loop's extent is known before any index is built, so all index math folds alike.
+        for tv in self.materialized:
+            for dim in tv.loop:
+                self._bound(loop_var(dim), self.extent(concrete(dim)))
+        self.collect_instances()
+        for tv in self.materialized:
+            for number, inst in enumerate(self.instances.get(tv.name, [])):
+                self._materialize(tv, inst, number)
+        self._finish_guards()
+        self._size_reduce_scratch()
+        if sum(1 for s in k.walk(self.body) if isinstance(s, k.ParallelReduce) and s.block_dims) > 1:
+            # Each grid reduction's last block is found by its own semaphore: a value that
+            # combined two of them could be read in a block that is last for one only.
+            raise FuserError("a kernel with two grid reductions is not generated yet", op="codegen", tensor=self.name)
+        unscoped = _unscoped_buffer(self.body, {t.name for t in self.tensor_args})
+        if unscoped is not None:
+            raise FuserError(
+                f"{unscoped} would be read outside the loops that compute it (two reductions of one "
+                "input in a reduction kernel are not generated yet)",
+                op="codegen",
+                tensor=self.name,
+            )
+        vectorized = {name: w for name, w in self.vector_widths.items()}
+        tensors = [
+            k.TensorArg(
+                t.name,
+                t.dtype,
+                t.ndim,
+                t.alloc_ndim,
+                t.is_output,
+                t.fusion_position,
+                vectorized.get(t.name, 1),
+                t.shape,
+            )
+            for t in self.tensor_args
+        ]
+        return k.Kernel(
+            self.name,
+            tensors,
+            self.scalar_args,
+            self.body,
+            self.launch,
+            self.index_type,
+            self.shared_bytes,
+            vectorized=bool(vectorized),
+            workspaces=self.workspaces,
+            max_threads=self._max_threads() if self.reduce_scratch else 0,
+        )
+
+
+def _unscoped_buffer(body: list[k.Stmt], globals_: set[str]) -> str | None:
+    """The first register or shared buffer read or written outside the scope it is
+    allocated in, or None: a lowering that reopened loops past a buffer's must not print."""
+
+    def reads(node: k.Node) -> Iterator[str]:
+        if isinstance(node, k.Read):
+            yield node.buffer
+            yield from reads(node.index)
+        elif isinstance(node, k.Bin):
+            yield from reads(node.a)
+            yield from reads(node.b)
+        elif isinstance(node, k.Un | k.Cast):
+            yield from reads(node.a)
+        elif isinstance(node, k.Call):
+            for arg in node.args:
+                yield from reads(arg)
+
+    def used(stmt: k.Stmt) -> Iterator[str]:
+        if isinstance(stmt, k.Store):
+            yield stmt.buffer
+            yield from reads(stmt.index)
+            yield from reads(stmt.value)
+        elif isinstance(stmt, k.Define):
+            yield from reads(stmt.value)
+        elif isinstance(stmt, k.VectorCopy):
+            yield from (stmt.dst, stmt.src)
+        elif isinstance(stmt, k.ParallelReduce):
+            yield from (*stmt.buffers, *stmt.workspace)
+        elif isinstance(stmt, k.If):
+            yield from reads(stmt.cond)
+
+    def visit(stmts: list[k.Stmt], scope: set[str]) -> str | None:
+        scope = set(scope)
+        for stmt in stmts:
+            if isinstance(stmt, k.Alloc):
+                scope.add(stmt.buffer)
+                continue
+            for name in used(stmt):
+                if name not in scope and name not in globals_:
+                    return name
+            if isinstance(stmt, k.For):
+                found = visit(stmt.body, scope)
+            elif isinstance(stmt, k.If):
+                found = visit(stmt.then, scope) or visit(stmt.orelse, scope)
+            else:
+                found = None
+            if found is not None:
+                return found
+        return None
+
+    return visit(body, set())
+
+
+def lower_group(fusion: Fusion, name: str, index_type: DataType, vectorize: bool = True) -> k.Kernel:
+    return Lowering(fusion, name, index_type, vectorize).lower()

@@ -1,0 +1,101 @@
+"""The lowering's shared vocabulary: a loop ID's concrete ID and index variable, the
+hardware index each parallel type binds, a tensor's coordinate `Instance`, the scopes kernel
+IR is emitted into, and small helpers over index expressions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.simplify import rebuild
+from fuser_core.ir.dtype import DataType
+from fuser_core.ir.iter_domain import IterDomain, ParallelType
+from fuser_core.ir.tensor_exprs import WelfordOp
+from fuser_core.ir.tensor_view import TensorView
+
+INDEX = DataType.Index
+HARDWARE = {
+    ParallelType.BIDx: "blockIdx.x",
+    ParallelType.BIDy: "blockIdx.y",
+    ParallelType.BIDz: "blockIdx.z",
+    ParallelType.TIDx: "threadIdx.x",
+    ParallelType.TIDy: "threadIdx.y",
+    ParallelType.TIDz: "threadIdx.z",
+}
+LOOP_KIND = {
+    ParallelType.Serial: k.LoopKind.serial,
+    ParallelType.Unroll: k.LoopKind.unroll,
+    ParallelType.Unswitch: k.LoopKind.unswitch,
+    ParallelType.Vectorize: k.LoopKind.vectorize,
+}
+
+Coords = tuple[k.Node, ...]
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One coordinate function of a tensor: its logical coordinates and when they are valid."""
+
+    coords: Coords
+    valid: k.Node
+
+
+TRUE = k.Const(DataType.Bool, True)
+
+
+def concrete(dim: IterDomain) -> IterDomain:
+    while dim.replayed_from is not None:
+        dim = dim.replayed_from
+    return dim
+
+
+def loop_var(dim: IterDomain) -> k.Var:
+    return k.Var(INDEX, f"i{concrete(dim).name}")
+
+
+@dataclass
+class _Scope:
+    body: list[k.Stmt]
+    concrete_id: int | None  # name of the concrete loop ID; None for the kernel body
+    memo: dict[tuple[int, Instance], k.Node] = field(default_factory=dict)
+
+
+def _loop_vars(node: k.Node) -> set[str]:
+    """The loop indices an expression reads (named `i<ID>`)."""
+    if isinstance(node, k.Var):
+        return {node.name} if node.name.startswith("i") else set()
+    if isinstance(node, k.Bin):
+        return _loop_vars(node.a) | _loop_vars(node.b)
+    if isinstance(node, k.Un | k.Cast):
+        return _loop_vars(node.a)
+    if isinstance(node, k.Call):
+        return set().union(*(_loop_vars(a) for a in node.args)) if node.args else set()
+    if isinstance(node, k.Read):
+        return _loop_vars(node.index)
+    return set()
+
+
+def _substitute(node: k.Node, subst: dict[str, k.Node]) -> k.Node:
+    if isinstance(node, k.Var):
+        return subst.get(node.name, node)
+    if isinstance(node, k.Bin):
+        return rebuild(node, _substitute(node.a, subst), _substitute(node.b, subst))
+    if isinstance(node, k.Un):
+        return k.Un(node.dtype, node.op, _substitute(node.a, subst))
+    if isinstance(node, k.Call):
+        return k.Call(node.dtype, node.fn, tuple(_substitute(a, subst) for a in node.args))
+    if isinstance(node, k.Cast):
+        return k.Cast(node.dtype, _substitute(node.a, subst))
+    if isinstance(node, k.Read):
+        return k.Read(node.dtype, node.buffer, _substitute(node.index, subst))
+    return node
+
+
+def _primary(tv: TensorView) -> TensorView:
+    """A Welford's first output stands for all three (one loop nest computes them)."""
+    expr = tv.definition
+    if isinstance(expr, WelfordOp):
+        first = expr.outputs[0]
+        assert isinstance(first, TensorView)
+        return first
+    return tv

@@ -1,0 +1,63 @@
+"""The order materialized tensors are emitted in: loads reused by every loop first,
+serial partials of one input one after the other."""
+
+from __future__ import annotations
+
+from fuser_core.codegen.lower.model import HARDWARE
+from fuser_core.ir.tensor_exprs import ReductionOp
+from fuser_core.ir.tensor_view import TensorView
+
+
+def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
+    """Tensors computed outside every shared loop (ca_pos 0) from inputs alone, such as a
+    weight loaded once per thread for all its rows, go first: before the loops they are
+    reused in, not between two of them."""
+    names = {tv.name for tv in materialized}
+
+    def depends_on_loops(tv: TensorView) -> bool:
+        stack = [v for v in (tv.definition.inputs if tv.definition else []) if isinstance(v, TensorView)]
+        while stack:
+            val = stack.pop()
+            if val.name in names:
+                return True
+            if val.definition is not None:
+                stack.extend(v for v in val.definition.inputs if isinstance(v, TensorView))
+        return False
+
+    first = [tv for tv in materialized if tv.compute_at_pos == 0 and not depends_on_loops(tv)]
+    order = first + [tv for tv in materialized if tv not in first]
+
+    # Serial partials of one input (sum and max of a row) go one after the other: they
+    # share the loops, and the register buffers, their input is loaded in.
+    def sources(tv: TensorView) -> set[int]:
+        """The materialized tensors (or inputs) `tv` reads, through inlined ones."""
+        found: set[int] = set()
+        stack = [v for v in (tv.definition.inputs if tv.definition else []) if isinstance(v, TensorView)]
+        while stack:
+            val = stack.pop()
+            if val.name in names or val.definition is None:
+                found.add(val.name)
+            else:
+                stack.extend(v for v in val.definition.inputs if isinstance(v, TensorView))
+        return found
+
+    partials = {tv.name: sources(tv) for tv in order if _is_serial_partial(tv)}
+    for tv in list(order):
+        if tv.name not in partials:
+            continue
+        earlier = [q for q in order[: order.index(tv)] if partials.get(q.name, set()) & partials[tv.name]]
+        if not earlier:
+            continue
+        at = order.index(earlier[-1])
+        position = {q.name: i for i, q in enumerate(order)}
+        if all(position.get(name, -1) <= at for name in partials[tv.name]):  # its inputs are ready there
+            order.remove(tv)
+            order.insert(at + 1, tv)
+    return order
+
+
+def _is_serial_partial(tv: TensorView) -> bool:
+    """A reduction whose reduced loops are all serial: an rfactor's per-thread partial."""
+    return isinstance(tv.definition, ReductionOp) and not any(
+        d.is_reduction and d.parallel_type in HARDWARE for d in tv.loop
+    )

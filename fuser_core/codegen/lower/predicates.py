@@ -1,0 +1,120 @@
+"""Layer of `Lowering`: bounds predicates. Which indices need a check (an inner split
+that may run past its extent, a Resize's pad region), how an overflow propagates backward
+through the transforms, which checks a materialized tensor keeps, which thread writes an
+element, and emission under an `if`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.lower.arguments import Arguments
+from fuser_core.codegen.lower.loops import Loops
+from fuser_core.codegen.lower.model import HARDWARE, INDEX, TRUE, Instance, _loop_vars, _Scope, concrete, loop_var
+from fuser_core.codegen.simplify import conjuncts, const_value, land, lt
+from fuser_core.ir.dtype import DataType
+from fuser_core.ir.iter_domain import IterDomain, Merge, Resize, Split
+from fuser_core.ir.tensor_view import TensorView
+
+
+class Predicates(Loops):
+    """Builds the conditions under which an index is valid or a thread writes."""
+
+    def _inner_split_check(
+        self, expr: object, index: dict[int, k.Node], overflow: dict[int, bool], reductions: bool
+    ) -> k.Node:
+        """An inner split output whose index may run past its extent would alias the next
+        outer index's elements (read twice): it is checked against its own extent."""
+        if not isinstance(expr, Split):
+            return TRUE
+        inner = expr.outputs[1]
+        assert isinstance(inner, IterDomain)
+        if not overflow.get(id(inner), False) or inner.is_broadcast or inner.is_reduction != reductions:
+            return TRUE
+        return lt(index[id(inner)], self.extent(inner))
+
+    def _resize_validity(self, expr: Resize, value: k.Node) -> k.Node:
+        inp = expr.inputs[0]
+        assert isinstance(inp, IterDomain)
+        left, right = const_value(self.scalar(expr.left)), const_value(self.scalar(expr.right))
+        valid: k.Node = TRUE
+        if left is None or left > 0:
+            valid = land(valid, k.Bin(DataType.Bool, ">=", value, k.Const(INDEX, 0)))
+        if right is None or right > 0:
+            valid = land(valid, lt(value, self.extent(inp)))
+        return valid
+
+    def _for_buffer(self, tv: TensorView, inst: Instance) -> Instance:
+        """The instance a materialized tensor is computed at: the consumer's bounds checks on
+        loops this tensor does not iterate (a later reduction's, say) say nothing of it."""
+        own = {loop_var(d).name for d in tv.loop if not d.is_reduction}  # a reduction's value spans its own
+        terms: list[k.Node] = []
+        for term in conjuncts(inst.valid):
+            if _loop_vars(term) <= own and term not in terms:
+                terms.append(term)
+        valid: k.Node = TRUE
+        for term in terms:
+            valid = land(valid, term)
+        return Instance(inst.coords, valid)
+
+    def _write_predicate(self, tv: TensorView) -> k.Node:
+        """One thread writes each element: along a launch dimension the tensor does not
+        vary with (a reduced one, or one its broadcast is bound to), the first thread or
+        block writes, or the last block of a grid reduction."""
+        varying = {
+            HARDWARE[d.parallel_type]
+            for d in tv.loop
+            if d.parallel_type in HARDWARE and not d.is_broadcast and not d.is_reduction
+        }
+        cond: k.Node = TRUE
+        for dim in tv.loop:
+            if dim.is_broadcast and dim.parallel_type not in HARDWARE and const_value(self.extent(concrete(dim))) != 1:
+                cond = land(cond, k.Bin(DataType.Bool, "==", loop_var(dim), k.Const(INDEX, 0)))
+        for hw in sorted(self.hardware_used - varying):
+            if hw in self.grid_last:
+                cond = land(cond, self.grid_last[hw])
+            else:
+                cond = land(cond, k.Bin(DataType.Bool, "==", k.Var(INDEX, hw), k.Const(INDEX, 0)))
+        return cond
+
+    @contextlib.contextmanager
+    def _predicated(self, cond: k.Node) -> Iterator[None]:
+        """Emit inside `if (cond)`: nothing is computed, read or written out of bounds."""
+        if cond == TRUE:
+            yield
+            return
+        branch = k.If(cond)
+        self._emit(branch)
+        depth = len(self.stack)
+        self.stack.append(_Scope(branch.then, None))
+        try:
+            yield
+        finally:
+            del self.stack[depth:]  # the branch and any loop opened inside it
+
+
+def _propagate_overflow(lowering: Arguments, expr: object, overflow: dict[int, bool]) -> None:
+    """Whether an ID's index may reach past its extent, from its outputs' (backward)."""
+    if isinstance(expr, Split):
+        inp = expr.inputs[0]
+        assert isinstance(inp, IterDomain)
+        outs = any(overflow.get(id(o), False) for o in expr.outputs)
+        overflow[id(inp)] = outs or (not inp.is_broadcast and not _divides(lowering, inp, expr))
+    elif isinstance(expr, Merge):
+        # The inner index is a remainder, always in range; only the outer can run past,
+        # unless the outer is a broadcast: then the inner takes the whole index.
+        outer, inner = expr.inputs
+        assert isinstance(outer, IterDomain)
+        overflow[id(outer)] = overflow.get(id(expr.outputs[0]), False)
+        overflow[id(inner)] = overflow[id(outer)] and outer.is_broadcast
+    elif isinstance(expr, Resize):
+        overflow[id(expr.inputs[0])] = overflow.get(id(expr.outputs[0]), False)
+
+
+def _divides(lowering: Arguments, inp: IterDomain, expr: Split) -> bool:
+    extent = const_value(lowering.extent(inp))
+    factor = const_value(lowering.scalar(expr.inputs[1], INDEX))
+    if extent is None or factor is None:
+        return False
+    return int(extent) % int(factor) == 0

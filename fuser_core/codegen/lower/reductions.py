@@ -1,0 +1,161 @@
+"""Layer of `Lowering`: reductions. Accumulation in registers over the reduction's serial
+loops (an op's combine or Welford's update), then the block or grid reduction across the
+threads and blocks its reduced IDs are bound to, with its shared scratch and global
+workspaces."""
+
+from __future__ import annotations
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.lower.compute import Compute
+from fuser_core.codegen.lower.elementwise import _cast
+from fuser_core.codegen.lower.model import HARDWARE, INDEX, Instance
+from fuser_core.codegen.simplify import const_value
+from fuser_core.ir.dtype import DataType
+from fuser_core.ir.iter_domain import ParallelType
+from fuser_core.ir.op_types import BinaryOpType
+from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
+from fuser_core.ir.tensor_view import TensorView
+from fuser_core.scheduler.reduction import MAX_THREADS
+
+MAX_BLOCK_THREADS = 1024
+REDUCTION_MAX_THREADS = MAX_THREADS  # the reduction schedulers' largest block
+_THREADS = (ParallelType.TIDx, ParallelType.TIDy, ParallelType.TIDz)
+_BLOCKS = (ParallelType.BIDx, ParallelType.BIDy, ParallelType.BIDz)
+
+
+class Reductions(Compute):
+    """Emits reductions and sizes what they share."""
+
+    # -- reductions ----------------------------------------------------------------------------
+    def _materialize_reduction(
+        self, tv: TensorView, expr: ReductionOp | WelfordOp, inst: Instance, number: int
+    ) -> None:
+        """Accumulate in registers over the reduction's loops, then combine across the
+        threads and blocks its reduction IDs are bound to."""
+        welford = isinstance(expr, WelfordOp)
+        outs = [o for o in expr.outputs if isinstance(o, TensorView)] if welford else [tv]
+        self._open_loops(tv, skip_vector=False)
+        depth = self.alloc_depth[tv.name]
+        size = self._buffer_size(tv)
+        names, dtypes = [], []
+        for position, out in enumerate(outs):
+            name = f"T{out.name}" if number == 0 else f"T{out.name}_{number}"
+            dtype = _accumulator(out.dtype)
+            init = k.Const(dtype, 0) if welford else self.scalar(expr.init, dtype)  # type: ignore[union-attr]
+            if welford and position == 2:
+                init = k.Const(dtype, 0)
+            self.buffers[(out.name, inst)] = name
+            self.buffer_dtypes[name] = dtype
+            self._alloc_for(tv, k.Alloc(name, dtype, size, k.Memory.local, init=init))
+            names.append(name)
+            dtypes.append(dtype)
+        producer = expr.inputs[0]
+        assert isinstance(producer, TensorView)
+        self.computing = tv
+        p_inst = self.producer_instance(expr, tv, inst, producer)
+        slot = self._slot(tv)
+        with self._predicated(p_inst.valid):
+            value = self.value(producer, p_inst)
+            if welford:
+                self._welford_update(names, dtypes, slot, value)
+            else:
+                acc = k.Read(dtypes[0], names[0], slot)
+                operand = value if value.dtype == dtypes[0] else _cast(dtypes[0], value)
+                self._emit(k.Store(names[0], slot, _combine(expr.op_type, acc, operand)))  # type: ignore[union-attr]
+        self.computing = None
+        thread_dims = tuple(
+            HARDWARE[d.parallel_type] for d in tv.loop if d.is_reduction and d.parallel_type in _THREADS
+        )
+        block_dims = tuple(HARDWARE[d.parallel_type] for d in tv.loop if d.is_reduction and d.parallel_type in _BLOCKS)
+        if not thread_dims and not block_dims:
+            # A serial partial (an rfactor) leaves its loops open: a sibling partial of the
+            # same input shares them, and the input's register buffers with them.
+            return
+        del self.stack[depth + 1 :]
+        reduce = k.ParallelReduce(
+            "welford" if welford else expr.op_type.rule.name,  # type: ignore[union-attr]
+            tuple(names),
+            k.Const(INDEX, 0),
+            tuple(dtypes),
+            thread_dims,
+            block_dims,
+            count=size,
+            workspace=tuple(self._reduce_scratch(d, position) for position, d in enumerate(dtypes)),
+        )
+        if block_dims:
+            label = names[0]
+            reduce.work = tuple(
+                self._workspace(f"work_{n}", d, per_thread=size) for n, d in zip(names, dtypes, strict=True)
+            )
+            reduce.semaphores = self._workspace(f"sem_{label}", DataType.Int32, per_block=1, zeroed=True)
+            reduce.last = k.Var(DataType.Bool, f"last_{label}")
+            for hw in block_dims:
+                self.grid_last[hw] = reduce.last
+        self._emit(reduce)
+
+    def _welford_update(self, names: list[str], dtypes: list[DataType], slot: k.Node, value: k.Node) -> None:
+        """One element into a running (avg, M2, N): Welford's update."""
+        avg_t, m2_t, n_t = dtypes
+        avg, m2, n = (k.Read(d, b, slot) for b, d in zip(names, dtypes, strict=True))
+        x = value if value.dtype == avg_t else _cast(avg_t, value)
+        count = k.Var(n_t, self._local_name_for(names[2] + "_n"))
+        self._emit(k.Define(count, k.Bin(n_t, "+", n, k.Const(n_t, 1))))
+        delta = k.Var(avg_t, self._local_name_for(names[0] + "_delta"))
+        self._emit(k.Define(delta, k.Bin(avg_t, "-", x, avg)))
+        new_avg = k.Bin(avg_t, "+", avg, k.Bin(avg_t, "/", delta, _cast(avg_t, count)))
+        self._emit(k.Store(names[0], slot, new_avg))
+        after = k.Read(avg_t, names[0], slot)
+        self._emit(k.Store(names[1], slot, k.Bin(m2_t, "+", m2, k.Bin(m2_t, "*", delta, k.Bin(avg_t, "-", x, after)))))
+        self._emit(k.Store(names[2], slot, count))
+
+    def _local_name_for(self, base: str) -> str:
+        count = self.local_names.get(base, 0)
+        self.local_names[base] = count + 1
+        return base if count == 0 else f"{base}_{count}"
+
+    def _reduce_scratch(self, dtype: DataType, position: int) -> str:
+        """Shared scratch for block reductions, one per dtype and buffer position (Welford
+        combines three at once), reused by every reduction of the kernel and sized once the
+        launch is known (`_size_reduce_scratch`)."""
+        alloc = self.reduce_scratch.get((dtype, position))
+        if alloc is None:
+            suffix = f"_{position}" if position else ""
+            alloc = k.Alloc(f"reduce_{dtype.cuda.replace(' ', '_')}{suffix}", dtype, 0, k.Memory.shared)
+            self.reduce_scratch[(dtype, position)] = alloc
+            self.body.insert(0, alloc)
+        return alloc.buffer
+
+    def _max_threads(self) -> int:
+        """An upper bound of the block size: the product of the constant thread extents;
+        a symbolic one (a persistent kernel's threads per row, the row length over a
+        constant batch) is at most what the reduction heuristics ever launch."""
+        threads = 1
+        for hw in ("threadIdx.x", "threadIdx.y", "threadIdx.z"):
+            extents = [const_value(d.extent) for d in self.launch if d.hardware == hw]
+            if any(e is None for e in extents):
+                return REDUCTION_MAX_THREADS if self.reduce_scratch else MAX_BLOCK_THREADS
+            threads *= max((int(e) for e in extents), default=1)  # type: ignore[arg-type]
+        return min(threads, MAX_BLOCK_THREADS)
+
+    def _size_reduce_scratch(self) -> None:
+        threads = self._max_threads()
+        for (dtype, _), alloc in self.reduce_scratch.items():
+            alloc.size = threads
+            self.shared_bytes += threads * dtype.itemsize
+
+    def _workspace(
+        self, name: str, dtype: DataType, per_thread: int = 0, per_block: int = 0, zeroed: bool = False
+    ) -> str:
+        self.workspaces.append(k.Workspace(name, dtype, per_thread, per_block, zeroed))
+        return name
+
+
+def _accumulator(dtype: DataType) -> DataType:
+    return DataType.Float if dtype.is_reduced_float else dtype
+
+
+def _combine(op: BinaryOpType, a: k.Node, b: k.Node) -> k.Node:
+    rule = op.rule
+    if rule.inline:
+        return k.Bin(a.dtype, rule.inline, a, b)
+    return k.Call(a.dtype, rule.name, (a, b))

@@ -1,0 +1,120 @@
+"""Layer of `Lowering`: materializing a tensor. Its vector width, and the store of each
+value into its buffer: a global output (vectorized through a register staging array), a
+shared tile (then a Sync), a register array (vector loads straight from an input)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.lower.model import INDEX, TRUE, Instance, _Scope, _substitute, concrete, loop_var
+from fuser_core.codegen.lower.reductions import Reductions
+from fuser_core.codegen.simplify import const_value, land
+from fuser_core.ir.iter_domain import ParallelType
+from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp, WelfordOp
+from fuser_core.ir.tensor_view import MemoryType, TensorView
+
+
+class Stores(Reductions):
+    """Emits the loops and stores that materialize a tensor at an instance."""
+
+    def _materialize(self, tv: TensorView, inst: Instance, number: int) -> None:
+        expr = tv.definition
+        assert expr is not None
+        if isinstance(expr, ReductionOp | WelfordOp):
+            self._materialize_reduction(tv, expr, inst, number)
+            return
+        vector = self._vector_width(tv)
+        self._open_loops(tv, skip_vector=vector > 1)
+        self.computing = tv
+        if tv in self.outputs:
+            self._store_global(tv, inst, vector)
+        elif tv.memory_type == MemoryType.Shared:
+            self._store_shared(tv, inst)
+        else:
+            self._store_local(tv, inst, number, vector)
+        self.computing = None
+
+    def _vector_width(self, tv: TensorView) -> int:
+        last = tv.loop[-1] if tv.loop else None
+        if not self.vectorize or last is None or last.parallel_type != ParallelType.Vectorize:
+            return 1
+        if last.is_broadcast:  # one element, read by every lane: no vector access
+            return 1
+        width = const_value(self.extent(last))
+        return int(width) if width is not None else 1
+
+    def _store_global(self, tv: TensorView, inst: Instance, vector: int) -> None:
+        name = f"T{tv.name}"
+        if vector == 1:
+            with self._predicated(land(self._write_predicate(tv), inst.valid)):
+                value = self.value_of_definition(tv, inst)
+                self._emit(k.Store(name, self.global_index(tv, inst.coords), value))
+            return
+        lane_dim = tv.loop[-1]
+        lane = loop_var(lane_dim)
+        first = self.own_instance(tv, {concrete(lane_dim).name: k.Const(INDEX, 0)})
+        # Launch checks make the extent divisible by the width: lane 0's bounds are all lanes'.
+        self._bound(lane, k.Const(INDEX, vector))
+        with self._predicated(land(self._write_predicate(tv), first.valid)):
+            staging = self._local_name(tv) + "_vec"
+            self._emit(k.Alloc(staging, tv.dtype, vector, k.Memory.local))
+            loop = k.For(lane, k.Const(INDEX, vector), k.LoopKind.unroll, label=concrete(lane_dim).to_string())
+            self._emit(loop)
+            self.stack.append(_Scope(loop.body, concrete(lane_dim).name))
+            self._emit(k.Store(staging, lane, self.value_of_definition(tv, inst)))
+            self.stack.pop()
+            copy = k.VectorCopy(name, self.global_index(tv, first.coords), staging, k.Const(INDEX, 0), vector, tv.dtype)
+            self._emit(copy)
+        self.vector_widths[name] = max(vector, self.vector_widths.get(name, 1))
+
+    def _store_shared(self, tv: TensorView, inst: Instance) -> None:
+        name = f"T{tv.name}"
+        size = self._buffer_size(tv)
+        row = self._shared_row(tv)
+        if row is not None:
+            size += size // row
+        if not any(isinstance(s, k.Alloc) and s.buffer == name for s in self.body):
+            self.body.insert(0, k.Alloc(name, tv.dtype, size, k.Memory.shared))
+            self.shared_bytes += size * tv.dtype.itemsize
+        store = k.Store(name, self._padded(tv, self._slot(tv)), self.value_of_definition(tv, inst))
+        self._emit(store)
+        # The tile is complete once every thread has written its part.
+        del self.stack[self.alloc_depth[tv.name] + 1 :]
+        self._emit(k.Sync())
+
+    def _store_local(self, tv: TensorView, inst: Instance, number: int, vector: int) -> None:
+        name = f"T{tv.name}" if number == 0 else f"T{tv.name}_{number}"
+        self.buffers[(tv.name, inst)] = name
+        self._alloc_for(tv, k.Alloc(name, tv.dtype, self._buffer_size(tv), k.Memory.local, zero=True))
+        expr = tv.definition
+        source = expr.inputs[0] if isinstance(expr, LoadStoreOp) else None
+        if vector > 1 and isinstance(source, TensorView) and source in self.inputs:
+            lane_dim = tv.loop[-1]
+            lanes = {concrete(lane_dim).name: k.Const(INDEX, 0)}
+            first = self.producer_instance(expr, tv, self._lane_instance(inst, lanes), source)
+            copy = k.VectorCopy(
+                name,
+                self._slot(tv, lanes),
+                f"T{source.name}",
+                self.global_index(source, first.coords),
+                vector,
+                tv.dtype,
+            )
+            self._emit(copy if first.valid == TRUE else k.If(first.valid, [copy]))
+            self.vector_widths[f"T{source.name}"] = max(vector, self.vector_widths.get(f"T{source.name}", 1))
+            return
+        if vector > 1:
+            # The vector width divides the extent: lane 0's bounds are every lane's, so
+            # the check is made once, outside the lanes.
+            lane = {concrete(tv.loop[-1]).name: k.Const(INDEX, 0)}
+            with self._predicated(self._lane_instance(inst, lane).valid):
+                self._open(tv.loop[-1])
+                self._emit(k.Store(name, self._slot(tv), self.value_of_definition(tv, inst)))
+            return
+        with self._predicated(inst.valid):
+            self._emit(k.Store(name, self._slot(tv), self.value_of_definition(tv, inst)))
+
+    def _lane_instance(self, inst: Instance, lanes: Mapping[int, k.Node]) -> Instance:
+        subst = {f"i{c}": v for c, v in lanes.items()}
+        return Instance(tuple(_substitute(c, subst) for c in inst.coords), _substitute(inst.valid, subst))
