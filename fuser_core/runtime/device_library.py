@@ -1,44 +1,61 @@
-"""Library groups that run on the device in a cuda run: matmul and linear, and views.
+"""Library groups that run on the device in a cuda run, and how; every other group
+without a generated kernel stays on the host reference (NumPy): its inputs copied
+down, its outputs copied back.
 
-A no_op group whose outputs are views of fusion inputs (fuser_core.scheduler.aliases)
-runs no kernel: each output is its input's device array reshaped, sharing its storage,
-as nvFuser returns aliased outputs.
-
-nvFuser runs these through ATen (its expr_eval segments), so its results are torch's
-bit for bit. Here the same: through torch when the caller has torch loaded, else
-through CuPy's matmul (cuBLAS). A group with other ops, or a dtype neither path
-takes (bf16 without torch), stays on the host reference.
+- "view": a no_op group whose outputs are views of fusion inputs
+  (fuser_core.scheduler.aliases) runs no kernel: each output is its input's device
+  array reshaped, sharing its storage, as nvFuser returns aliased outputs.
+- "torch", when the caller has torch loaded, with CUDA: a group made only of library ops (matmul,
+  linear, index_select, select, gather, take_along_axis, scatter, index_put_accumulate,
+  embedding_fwd, topk, argsort, cumsum, triu, sdpfa_fwd, sdpfa_bwd) in dtypes their
+  torch rule takes. Each op is the ATen call nvFuser's expr_eval segments make (the
+  table in device_library_torch.py), on the CuPy arrays handed over through DLPack
+  (bf16 as uint16 bits), so the results are torch's. Index tensors are checked on the
+  device first: a bad index is the reference's FuserError, never a GPU fault. Attention
+  is ATen's flash attention where that computes what the reference does (CUDA, no
+  dropout, equal head dimensions, causal only when square), else the reference's math
+  in float32 on the device, with the reference's Philox dropout mask.
+- "cupy", without torch: matmul and linear through CuPy's matmul (cuBLAS), in Half,
+  Float and Double.
+- None (the host): a group with any other op; fp8 or UInt64 tensors; topk of Bool
+  (ATen has none); index_put_accumulate of complex; matmul/linear of integers or
+  complex; bf16 matmul, and every op but matmul/linear, when torch is not loaded.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.tensor_exprs import MatmulOp
 from fuser_core.ir.tensor_view import TensorView
+from fuser_core.runtime.device_library_torch import run_torch, tensor_exprs, torch_takes
 from fuser_core.runtime.reference import bind_leaves
 from fuser_core.scheduler.aliases import aliased_input
 
 _CUPY_TYPES = frozenset({DataType.Half, DataType.Float, DataType.Double})
-_TORCH_TYPES = _CUPY_TYPES | {DataType.BFloat16}
 
 
 def device_path(fusion: Fusion) -> str | None:
     """ "view", "torch" or "cupy" where every op of the group has a device form, else None."""
     if _view_sources(fusion) is not None:
         return "view"
-    exprs = fusion.exprs()
+    if _torch_on_cuda() and torch_takes(fusion):
+        return "torch"
+    exprs = tensor_exprs(fusion)
     if not exprs or not all(isinstance(e, MatmulOp) for e in exprs):
         return None
     dtypes = {v.dtype for e in exprs for v in [*e.inputs, *e.outputs] if isinstance(v, TensorView)}
-    if "torch" in sys.modules and dtypes <= _TORCH_TYPES:
-        return "torch"
-    if dtypes <= _CUPY_TYPES:
-        return "cupy"
-    return None
+    return "cupy" if dtypes <= _CUPY_TYPES else None
+
+
+def _torch_on_cuda() -> bool:
+    """torch is loaded and sees the GPU (a CPU-only build cannot take CuPy's device arrays)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and bool(torch.cuda.is_available())
 
 
 def _view_sources(fusion: Fusion) -> list[tuple[TensorView, TensorView]] | None:
@@ -60,33 +77,42 @@ def run_on_device(fusion: Fusion, path: str, tensors: dict[int, Any], cupy: Any,
         for view, source in _view_sources(fusion) or []:
             shape = [int(ev.evaluate(d.maybe_expanded_extent)) for d in view.logical_no_reductions()]
             tensors[view.name] = tensors[source.name].reshape(shape)
-        return
-    for expr in fusion.exprs():
-        assert isinstance(expr, MatmulOp)
-        out: TensorView = expr.output  # type: ignore[assignment]
-        arrays = [tensors[tv.name] for tv in expr.inputs]
-        if path == "torch":
-            tensors[out.name] = _torch_matmul(expr.kind, arrays, [tv.dtype for tv in expr.inputs], out.dtype, cupy)
-        else:
-            tensors[out.name] = _cupy_matmul(expr.kind, arrays, cupy)
-
-
-def _torch_matmul(kind: str, arrays: list[Any], dtypes: list[DataType], out_dtype: DataType, cupy: Any) -> Any:
-    torch = sys.modules["torch"]
-    operands = [_as_torch(torch, a, d) for a, d in zip(arrays, dtypes, strict=True)]
-    if kind == "matmul":
-        result = torch.matmul(operands[0], operands[1])
+    elif path == "torch":
+        _run_through_torch(fusion, tensors, cupy, leaves)
     else:
-        result = torch.nn.functional.linear(*operands)
-    result = result.contiguous()
-    if out_dtype == DataType.BFloat16:  # CuPy has no bf16: hand over the bits
-        return cupy.from_dlpack(result.view(torch.int16)).view(cupy.uint16)
-    return cupy.from_dlpack(result)
+        for expr in tensor_exprs(fusion):
+            assert isinstance(expr, MatmulOp)
+            tensors[expr.output.name] = _cupy_matmul(expr.kind, [tensors[tv.name] for tv in expr.inputs], cupy)
+
+
+def _run_through_torch(fusion: Fusion, tensors: dict[int, Any], cupy: Any, leaves: dict[int, Any]) -> None:
+    """The torch rules on the group's CuPy arrays, handed over (and back) through DLPack."""
+    torch = sys.modules["torch"]
+    values = {tv.name: _as_torch(torch, tensors[tv.name], tv.dtype) for tv in _tensors(fusion.inputs)}
+    run_torch(fusion, values, leaves)
+    for out in _tensors(fusion.outputs):
+        tensors[out.name] = _as_cupy(torch, cupy, values[out.name], out.dtype)
+
+
+def _tensors(vals: Sequence[Any]) -> list[TensorView]:
+    return [v for v in vals if isinstance(v, TensorView)]
 
 
 def _as_torch(torch: Any, array: Any, dtype: DataType) -> Any:
+    """A torch view of a CuPy array (bf16 and bool arrive as their bits' types)."""
     tensor = torch.from_dlpack(array)
-    return tensor.view(torch.bfloat16) if dtype == DataType.BFloat16 else tensor
+    if dtype == DataType.BFloat16:
+        return tensor.view(torch.bfloat16)
+    return tensor.view(torch.bool) if dtype == DataType.Bool and tensor.dtype != torch.bool else tensor
+
+
+def _as_cupy(torch: Any, cupy: Any, tensor: Any, dtype: DataType) -> Any:
+    """A CuPy view of a torch tensor; CuPy has no bf16, so bf16 goes over as uint16 bits."""
+    if dtype == DataType.BFloat16:
+        return cupy.from_dlpack(tensor.view(torch.int16)).view(cupy.uint16)
+    if dtype == DataType.Bool:
+        return cupy.from_dlpack(tensor.view(torch.uint8)).view(cupy.bool_)
+    return cupy.from_dlpack(tensor)
 
 
 def _cupy_matmul(kind: str, arrays: list[Any], cupy: Any) -> Any:
