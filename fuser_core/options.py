@@ -50,6 +50,7 @@ class DumpOption(enum.Enum):
 class EnableOption(enum.Enum):
     kernel_profile = "time every kernel launch with CUDA events (synchronizes after each kernel)"
     int64_index = "index every kernel with 64-bit integers, even where 32 bits would do"
+    sync_launches = "synchronize after every kernel launch, so that a CUDA fault names the kernel that caused it (slow)"
 
 
 class DisableOption(enum.Enum):

@@ -22,7 +22,9 @@ Running commands take --enable/--disable OPTS, --shapes (one AxBxC per tensor in
 --scalars (comma-separated), --backend reference|cuda, --device-model NAME, --seed N
 and --definition NAME. FILE is a path or the name of a bundled sample (`rope_litgpt`).
 Exit status is 0 when everything loaded (and ran), 1 with a one-line error otherwise
-(set FUSER_TRACEBACK=1 to see the traceback of an internal error).
+(set FUSER_TRACEBACK=1 to see the traceback of an internal error). A run that ends in a
+CUDA fault says which kernels, with their launches, and writes the run's repro script
+and those kernels' CUDA into --export-dir (default: here).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from rich.text import Text
 
 from fuser_core import DumpOption, FuserError, LoadedDefinition, dump_sink, load_repro, use_options
 from workbench.diff import diff_artifacts
-from workbench.exports import export_repro, write_report
+from workbench.exports import export_fault, export_repro, write_report
 from workbench.graph import write_graph
 from workbench.metrics import rows, write_csv
 from workbench.render import make_console, render_dump
@@ -49,6 +51,7 @@ from workbench.samples import SAMPLES_DIR, resolve_script
 from workbench.session import (
     BACKENDS,
     DEFAULT_MAX_INPUT_BYTES,
+    SYNC_LAUNCHES,
     RunOptions,
     RunResult,
     Session,
@@ -139,11 +142,25 @@ def _sessions(args: argparse.Namespace, path: Path) -> Iterator[Session]:
         yield session
 
 
-def _run(session: Session) -> RunResult:
+def _run(session: Session, args: argparse.Namespace) -> RunResult:
     result = session.run()
     if result.error is not None:
-        raise FuserError(result.error.message)
+        raise FuserError(_failure(result, session, Path(args.export_dir)))
     return result
+
+
+def _failure(result: RunResult, session: Session, export_dir: Path) -> str:
+    """A failed run's error; for a CUDA fault, also where its repro script and the CUDA
+    of the kernels it names were written."""
+    error = result.error
+    assert error is not None
+    if error.fault is None:
+        return error.message
+    repro, *kernels = export_fault(result, session.path, export_dir)
+    lines = [error.message, f"the run's repro script ({SYNC_LAUNCHES} on, to name the kernel that faults): {repro}"]
+    with_cuda = [k for k in error.fault.kernels if k.cuda]
+    lines += [f"the CUDA of {kernel.label}: {path}" for kernel, path in zip(with_cuda, kernels, strict=True)]
+    return "\n".join(lines)
 
 
 def _command_options(args: argparse.Namespace) -> AbstractContextManager[Any]:
@@ -174,7 +191,7 @@ def dump(args: argparse.Namespace, out: TextIO) -> int:
         names = [name for name in DumpOption.__members__ if name in split_names(args.dump)]
         for session in _sessions(args, path):
             console.print(Text(f"== {session.loaded.name} (line {session.loaded.lineno})", style="bold"))
-            artifacts = _run(session).artifacts
+            artifacts = _run(session, args).artifacts
             assert artifacts is not None
             for name in names:
                 console.print(render_dump(name, artifacts))
@@ -199,7 +216,7 @@ def diff(args: argparse.Namespace, out: TextIO) -> int:
                 session.set_shapes(bundled[0])
                 session.set_scalars(bundled[1])
                 apply_settings(session, side, base)
-                results.append(_run(session))
+                results.append(_run(session, args))
             a, b = (r.artifacts for r in results)
             assert a is not None and b is not None
             console.print(render_run_diff(diff_artifacts(a, b), results[0].settings, results[1].settings))
@@ -212,7 +229,7 @@ def graph(args: argparse.Namespace, out: TextIO) -> int:
         path = resolve_script(args.file)
         sessions = list(_sessions(args, path))[:1]
         session = sessions[0]
-        artifacts = _run(session).artifacts
+        artifacts = _run(session, args).artifacts
         assert artifacts is not None
         title = f"{path.name} :: {session.definition} ({artifacts.runtime})"
         for written in write_graph(artifacts, Path(args.output), title):
@@ -227,7 +244,7 @@ def metrics(args: argparse.Namespace, out: TextIO) -> int:
         for file in args.files:
             path = resolve_script(file)
             for session in _sessions(args, path):
-                table += rows(path.name, _run(session))
+                table += rows(path.name, _run(session, args))
         with open(args.output, "w", newline="", encoding="utf-8") as f:
             count = write_csv(f, table)
         out.write(f"wrote {count} rows to {args.output}\n")
@@ -301,6 +318,11 @@ def _add_run_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--definition", default=None, help="the fusion definition to run (default: every one)")
     cmd.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     cmd.add_argument(
+        "--export-dir",
+        default=".",
+        help="where the TUI's exports, and a CUDA fault's repro script and kernel CUDA, are written (default: here)",
+    )
+    cmd.add_argument(
         "--max-input-bytes",
         type=parse_bytes,
         default=DEFAULT_MAX_INPUT_BYTES,
@@ -322,7 +344,6 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     tui_cmd = sub.add_parser("tui", help="the interactive workbench (what `fuser-wb FILE` opens in a terminal)")
     tui_cmd.add_argument("file", nargs="?", default=DEFAULT_SAMPLE)
-    tui_cmd.add_argument("--export-dir", default=".", help="where exports from the TUI are written (default: here)")
     _add_run_options(tui_cmd)
     dump_cmd = sub.add_parser("dump", help="print a script's fusions, or run them with dumps")
     dump_cmd.add_argument("file")

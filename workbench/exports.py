@@ -1,6 +1,7 @@
-"""Files made from one run of a session: the segment graph, the HTML or JSON report and
-every dump as plain text. The CLI and the TUI both write through here; each function
-returns the paths it wrote, so the caller can say where they are.
+"""Files made from one run of a session: the segment graph, the HTML or JSON report,
+every dump as plain text, and for a run that ended in a CUDA fault its repro script and
+the CUDA of the kernels the fault names. The CLI and the TUI both write through here;
+each function returns the paths it wrote, so the caller can say where they are.
 
 Names say what was run: `<script>.<definition>.run<N>.<kind>` in the chosen directory.
 """
@@ -78,3 +79,21 @@ def export_repro(session: Session, directory: Path, output: Path | None = None) 
     target = output if output is not None else directory / f"{Path(session.path).stem}.{session.definition}.repro.py"
     target.write_text(text, encoding="utf-8")
     return target
+
+
+def export_fault(result: RunResult, script: str, directory: Path) -> list[Path]:
+    """A CUDA fault's repro script (`...run<N>.repro.py`, with sync_launches on) and the
+    CUDA of each kernel it names (`...run<N>.<kernel>.cu`)."""
+    fault = result.error.fault if result.error is not None else None
+    if fault is None:
+        raise FuserError(f"run {result.index + 1} did not end in a CUDA fault: no repro or kernel to export")
+    directory.mkdir(parents=True, exist_ok=True)
+    repro = directory / export_name(script, result, "repro.py")
+    repro.write_text(fault.repro, encoding="utf-8")
+    written = [repro]
+    for kernel in fault.kernels:
+        if kernel.cuda:
+            path = directory / export_name(script, result, f"{kernel.name}.cu")
+            path.write_text(kernel.cuda, encoding="utf-8")
+            written.append(path)
+    return written

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from workbench.artifacts import stages
 from workbench.render import render_run
+from workbench.render.fault import render_fault
 from workbench.render.text import THEME, rule
 from workbench.session import RunResult
 
@@ -42,7 +43,7 @@ def html_report(source: str, result: RunResult) -> str:
     console.print(_header(source, result))
     if result.error is not None:
         console.print(rule("error"))
-        console.print(Text(result.error.text(), style="error"))
+        console.print(render_fault(result.error))
     else:
         assert result.artifacts is not None
         console.print(render_run(result.artifacts))

@@ -11,7 +11,9 @@ and compared with the previous run. The CLI, the reports and the TUI all drive i
 A run reads every stage from the executor cache's RunReport (workbench.artifacts);
 the options it ran with are those in effect (the environment's included). Dumps that
 fuser_core emits while running are captured into the run, never printed. A failed run
-keeps the shapes and options and records the error with its script line.
+keeps the shapes and options and records the error with its script line; a CUDA fault
+also keeps the kernels it names, each with its launch and its CUDA, and the repro script
+of the run (with `sync_launches`, so that running it names the kernel that faulted).
 
 The session is the one bridge to fuser_core (DESIGN.md): the rest of the workbench
 reads RunResults.
@@ -50,6 +52,7 @@ from workbench.samples import resolve_script
 
 DEFAULT_MAX_INPUT_BYTES = 4 * 2**30
 REFERENCE = "reference"
+SYNC_LAUNCHES = "sync_launches"  # fuser_core's enable option that pins a CUDA fault to its kernel
 
 # The steps of a run, in order, as `Session.run(progress=...)` reports them.
 Progress = Callable[[str], None]
@@ -172,10 +175,37 @@ class RunSettings:
 
 
 @dataclass(frozen=True)
+class FaultKernel:
+    """A kernel a CUDA fault names: its launch and its CUDA."""
+
+    group_id: int
+    label: str  # `g0 nvfuser_pointwise_f0_c1_r0_g0`, with `(scalar fallback)` where that form ran
+    scheduler: str
+    launch: str  # `grid (4, 1, 1), block (128, 1, 1), 0 bytes of shared memory`
+    cuda: str  # the kernel's CUDA (the runtime's kernel artifact); "" where there is none
+
+    @property
+    def name(self) -> str:
+        return self.label.split(" ")[1]
+
+
+@dataclass(frozen=True)
+class CudaFault:
+    """What the workbench offers for a run that ended in a CUDA error."""
+
+    error: str  # CUDA's words
+    sticky: bool  # the process's CUDA context is lost: the cuda backend cannot run again here
+    pinned: bool  # `kernels` is the one kernel that faulted (else every one that may have)
+    kernels: tuple[FaultKernel, ...]
+    repro: str  # the repro script of the run, with sync_launches on
+
+
+@dataclass(frozen=True)
 class RunError:
     message: str  # FuserError.one_line(): where, op, what
     location: str  # `file.py:12`, or the definition's line when the error names none
     line: str  # the script's text on that line
+    fault: CudaFault | None = None  # the run ended in a CUDA error
 
     def text(self) -> str:
         return f"{self.message}\n    {self.location}: {self.line.strip()}" if self.line.strip() else self.message
@@ -342,13 +372,14 @@ class Session:
                 specs.append(resized_spec(slot.spec, next(shapes)))
         return specs
 
-    def repro_script(self) -> str:
+    def repro_script(self, enable: Iterable[str] = ()) -> str:
         """nvFuser's repro of the selected definition with the current shapes, scalars and
         options: the printed definition, inputs like this session's, and the execute
-        call with the enable/disable options that change what is compiled."""
+        call with the enable/disable options that change what is compiled (and `enable`)."""
         inputs = _materialize(self.input_specs(), self.seed, self.max_input_bytes, self.loaded.name)
         opts = self.options
-        return self.loaded.fd.repro_script_for(inputs, enable=sorted(opts.enable), disable=sorted(opts.disable))
+        enabled = sorted(opts.enable | frozenset(enable))
+        return self.loaded.fd.repro_script_for(inputs, enable=enabled, disable=sorted(opts.disable))
 
     # -- running ------------------------------------------------------------------------
     def run(self, progress: Progress | None = None) -> RunResult:
@@ -381,7 +412,9 @@ class Session:
         ):
             progress(STEP_RUN.format(backend=opts.backend))
             cache = self._cache(loaded, opts.backend, opts.device_model)
-            outputs = cache.run(inputs)
+            # Copying the outputs to the host ends the run on the device: a CUDA fault of
+            # its kernels is reported by the run or by this copy.
+            outputs = cache.outputs_on_host(cache.run(inputs))
             report = cache.last_report
             assert report is not None
             if opts.backend != REFERENCE:
@@ -413,13 +446,42 @@ class Session:
     def _error(self, err: FuserError) -> RunError:
         location = err.location
         lines = self.script.text.split("\n")
+        fault = self._fault(err)
         if location is not None:
             line = location.line or (lines[location.lineno - 1] if 0 < location.lineno <= len(lines) else "")
-            return RunError(err.one_line(), str(location), line)
+            return RunError(err.one_line(), str(location), line, fault)
         lineno = self.loaded.lineno
         where = f"{Path(self.path).name}:{lineno}"
         line = lines[lineno - 1] if 0 < lineno <= len(lines) else ""
-        return RunError(f"{where}: {err.one_line()}", where, line)
+        return RunError(f"{where}: {err.one_line()}", where, line, fault)
+
+    def _fault(self, err: FuserError) -> CudaFault | None:
+        """The kernels a CUDA error names, with their CUDA, and the run's repro; None for
+        any other error. (fuser_core's CudaFaultError, read by its attributes: `fault`
+        and the `runtime` whose kernel artifacts hold the CUDA.)"""
+        fault = getattr(err, "fault", None)
+        if fault is None:
+            return None
+        kernels = fault.kernels or fault.earlier
+        cuda = _kernel_cuda(getattr(err, "runtime", None))
+        found = tuple(
+            FaultKernel(k.group_id, k.label, k.scheduler, k.launch_text(), cuda.get(k.name, "")) for k in kernels
+        )
+        try:
+            repro = self.repro_script(enable=[SYNC_LAUNCHES])
+        except FuserError as problem:
+            repro = f"# no repro script: {problem.one_line()}\n"
+        return CudaFault(fault.error, fault.sticky, fault.pinned, found, repro)
+
+
+def _kernel_cuda(runtime: Any) -> dict[str, str]:
+    """The CUDA of each generated kernel of a runtime, by kernel name."""
+    if runtime is None:
+        return {}
+    try:
+        return {k.name: k.cuda for k in runtime.kernels}
+    except FuserError:
+        return {}
 
 
 # -- inputs -------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import Any
 
-from fuser_core.errors import FuserError, FuserValueError
+from fuser_core.errors import FuserError, FuserValueError, caller_location
 from fuser_core.frontend.call_site import constant, dtype_arg, int_arg, user_call
 from fuser_core.frontend.execution import (
     FusionProfile,
@@ -44,6 +44,7 @@ from fuser_core.options import dump_sink
 from fuser_core.runtime.dumps import print_kernel_texts, print_scheduled
 from fuser_core.runtime.executor_cache import FusionExecutorCache
 from fuser_core.runtime.kernel_runtime import FusionKernelRuntime
+from fuser_core.runtime.launch_errors import CudaFaultError
 
 
 class FusionDefinition:
@@ -368,7 +369,11 @@ class FusionDefinition:
         captured: list[str] = []
         sink = dump_sink(lambda option, text: captured.append(text)) if capture_debug_output else nullcontext()
         with seed_source_for(args, device), sink:
-            outputs = run()
+            try:
+                outputs = run()
+            except CudaFaultError as err:  # kernels of several lines: point at this call
+                err.location = err.location or caller_location()
+                raise
         if capture_debug_output:
             self._debug_output = "".join(t if t.endswith("\n") else t + "\n" for t in captured)
         report = entry.executor().last_report

@@ -48,6 +48,7 @@ from fuser_core.runtime.fast_path import (
     output_strides,
     torch_dtype_supported,
 )
+from fuser_core.runtime.launch_errors import FaultKernel, LaunchLog, is_cuda_error, op_locations
 from fuser_core.runtime.reference import bind_leaves, evaluate_fusion, leaf_values
 from fuser_core.runtime.signature import InputSignature
 from fuser_core.scheduler.base import SchedulerType
@@ -263,6 +264,7 @@ class GeneratedGroup:
         self.inputs = [tv for tv in self.fusion.inputs if isinstance(tv, TensorView)]
         self.alloc_orders = {f"T{tv.name}": _alloc_order(tv) for tv in [*self.inputs, *self.outputs]}
         self.last_cache_hit = True
+        self.lines = op_locations(group.exprs)  # the script lines of its ops, for CUDA errors
         # Workspace buffers kept between launches: by workspace, (elements, device array).
         self._workspaces: dict[k.Workspace, tuple[int, Any]] = {}
 
@@ -289,6 +291,7 @@ class GeneratedGroup:
         cupy: Any,
         stream: Any,
         events: Any = None,
+        log: LaunchLog | None = None,
     ) -> tuple[LaunchParams, bool]:
         sizes: dict[str, Sequence[int]] = {}
         strides: dict[str, Sequence[int]] = {}
@@ -327,14 +330,23 @@ class GeneratedGroup:
         if events is not None:  # kernel_profile: the launch alone, not the host work around it
             events[0].record(stream)
         if launched:
+            if log is not None:
+                log.launching(self.fault_kernel(params, vectorized))
             try:
                 launch(compiled.function.function, params, compiled.packed, stream)
             except BaseException:
                 self._workspaces.clear()  # never reuse a semaphore buffer in an unknown state
                 raise
+            if log is not None:
+                log.launched()
         if events is not None:
             events[1].record(stream)
         return params, vectorized
+
+    def fault_kernel(self, params: LaunchParams, vectorized: bool) -> FaultKernel:
+        """This kernel's launch as a CUDA error names it."""
+        form = "" if vectorized or not self.kernel.vectorized else "scalar fallback"
+        return FaultKernel(self.group.id, self.kernel.name, self.group.scheduler.value, params, form, self.lines)
 
     def workspaces(self, kernel: k.Kernel, params: LaunchParams, cupy: Any) -> list[Any]:
         """A device buffer for each of `kernel.workspaces` at this launch: the one kept from
@@ -467,6 +479,7 @@ class CudaExecutable:
             else:
                 self.steps.append(HostGroup(group, self.complete))
         self.last_launches: tuple[LaunchRecord, ...] = ()
+        self.log = LaunchLog(runtime_name)  # what a CUDA error of a run may come from
         self.input_tvs = list(self.complete.inputs)
         self._complete_exprs = list(self.complete.exprs())
         self._needs_leaves = any(
@@ -500,7 +513,34 @@ class CudaExecutable:
         return events
 
     def run(self, args: Sequence[Any]) -> list[Any]:
+        """Launch every group; a CUDA error (of a launch, or reported by any later call of
+        the run) is a CudaFaultError naming the kernels it may come from. With
+        sync_launches, a synchronization after each launch pins the kernel that faulted."""
+        sync = current_options().is_enabled(EnableOption.sync_launches)
+        self.log.begin(sync)
+        try:
+            return self._run(args, sync)
+        except Exception as err:
+            if not is_cuda_error(err):
+                raise
+            raise self.log.error(err) from err
+
+    def to_host(self, outputs: Sequence[Any]) -> list[Any]:
+        """The outputs of the last run as NumPy arrays (bf16 and fp8 as their own dtypes):
+        the synchronization that ends a run, where CUDA reports a fault of its kernels."""
+        self.log.where = "copying the outputs to the host"
+        try:
+            host = [_on_host(o, out) for o, out in zip(outputs, self.complete.outputs, strict=True)]
+        except Exception as err:
+            if not is_cuda_error(err):
+                raise
+            raise self.log.error(err) from err
+        self.log.synchronized()
+        return host
+
+    def _run(self, args: Sequence[Any], sync: bool) -> list[Any]:
         cupy = self.cupy
+        log = self.log
         stream = cupy.cuda.get_current_stream()
         tensors: dict[int, Any] = {}
         scalars: dict[int, Any] = {}
@@ -524,18 +564,27 @@ class CudaExecutable:
                     p: scalars.get(_complete_position(self.complete, v)) for p, v in enumerate(fusion_inputs)
                 }
                 params, vectorized = step.run(
-                    tensors, group_scalars, leaves or {}, cupy, stream, events[-1] if profile else None
+                    tensors, group_scalars, leaves or {}, cupy, stream, events[-1] if profile else None, log
                 )
+                if sync:
+                    log.synchronizing()
+                    stream.synchronize()
+                    log.synchronized()
                 records.append(_record(step, params, tensors, self.device, vectorized))
             else:
                 if leaves is None:
                     leaves = self._leaves(args)
+                log.where = f"running g{step.group.id} {step.group.scheduler.value} (its inputs read from the device)"
                 step.run(tensors, leaves, cupy, {})
+                if step.device_path is None:  # its inputs were copied to the host: a synchronization
+                    log.synchronized()
         if profile:
+            log.where = "reading the kernel times (kernel_profile)"
             for index, (start, end) in enumerate(events):
                 end.synchronize()
                 seconds = cupy.cuda.get_elapsed_time(start, end) * 1e-3
                 records[index] = dataclasses.replace(records[index], seconds=seconds)
+            log.synchronized()
         self.last_launches = tuple(records)
         outputs = [self._output(out, tensors) for out in self.complete.outputs]
         if wants_torch:
@@ -555,7 +604,17 @@ class CudaExecutable:
     def fast_plan(self, args: Sequence[Any]) -> FastPlan | None:
         """What a call with these sizes, strides and dtypes launches, worked out once
         (None where a group runs on the host, a kernel draws a fresh Philox state each
-        run, or an output is not written by a kernel)."""
+        run, or an output is not written by a kernel). Its workspaces are allocated (and
+        zeroed) now, which is where CUDA may report a fault of the run just made."""
+        self.log.where = "planning the fast path of the next calls (allocating its workspaces)"
+        try:
+            return self._fast_plan(args)
+        except Exception as err:
+            if not is_cuda_error(err):
+                raise
+            raise self.log.error(err) from err
+
+    def _fast_plan(self, args: Sequence[Any]) -> FastPlan | None:
         if any(isinstance(step, HostGroup) for step in self.steps) or self._needs_leaves:
             return None
         positions = {v.name: p for p, v in enumerate(self.complete.inputs) if isinstance(v, TensorView)}
@@ -591,11 +650,13 @@ class CudaExecutable:
                 shapes[tv.name], strides[tv.name] = shape, output_strides(shape, order)
                 sizes[name], alloc[name] = shape, [strides[tv.name][a] for a in order]
                 outputs.append(PlannedOutput(tv.name, shape, strides[tv.name], tv.dtype))
-            launches.append(self._fast_launch(step, sizes, alloc, values, positions, outputs))
+            planned = self._fast_launch(step, sizes, alloc, values, positions, outputs)
+            planned.kernel = step.fault_kernel(planned.params, bool(planned.checks))
+            launches.append(planned)
         results = [out.name for out in self.complete.outputs if isinstance(out, TensorView)]
         if len(results) != len(self.complete.outputs) or any(name in positions for name in results):
             return None
-        return FastPlan(launches, results, torch_out, self.device)
+        return FastPlan(launches, results, torch_out, self.device, self.log)
 
     def _fast_launch(
         self,
@@ -669,6 +730,20 @@ def _complete_position(fusion: Fusion, val: Any) -> int:
         if v.name == getattr(val, "name", None) and type(v) is type(val):
             return position
     return -1
+
+
+def _on_host(value: Any, out: Any) -> Any:
+    """An output on the host: a NumPy array of its dtype (CuPy and torch hold bf16 as bits)."""
+    module = type(value).__module__.split(".")[0]
+    if not isinstance(out, TensorView) or module not in ("cupy", "torch"):
+        return value
+    if module == "cupy":
+        return _to_host_array(value, out.dtype)
+    torch = sys.modules["torch"]
+    tensor = value.detach()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).cpu().numpy().view(out.dtype.numpy)
+    return tensor.cpu().numpy()
 
 
 def _device_array(cupy: Any, arg: TensorArg) -> Any:

@@ -13,10 +13,11 @@ and why: the difference between the new key and the nearest of the recent keys.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,7 @@ from fuser_core.ir.printer import print_kernel, print_math
 from fuser_core.ir.rng import recording_run_seeds
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_view import TensorView
-from fuser_core.options import DisableOption, DumpOption, Options, current_options, emit_dump
+from fuser_core.options import DisableOption, DumpOption, Options, current_options, emit_dump, use_options
 from fuser_core.runtime.arguments import TensorArg, bind_args, convert_inputs
 from fuser_core.runtime.artifacts import LaunchRecord
 from fuser_core.runtime.dumps import emit_runtime_dumps, print_launches
@@ -42,6 +43,7 @@ from fuser_core.runtime.kernel_runtime import (
     ReferenceBackend,
     compile_fusion,
 )
+from fuser_core.runtime.launch_errors import CudaFaultError
 from fuser_core.runtime.signature import InputSignature
 from fuser_core.scheduler.device import select_device
 
@@ -136,7 +138,11 @@ class FusionExecutorCache:
         """A call like an earlier one: its plan replayed, its report repeated as a hit."""
         plan, template = hit
         start = time.perf_counter()
-        outputs = plan.run(inputs, self._current_stream().ptr)
+        try:
+            outputs = plan.run(inputs, self._current_stream().ptr)
+        except CudaFaultError as err:
+            err.runtime = template.runtime
+            raise
         launches = template.launches
         if plan.fell_back:  # misaligned pointers this time: say which kernels ran scalar
             launches = tuple(
@@ -188,7 +194,13 @@ class FusionExecutorCache:
         args = convert_inputs(self.fusion, inputs)
         runtime, event = self._lookup(args, opts)
         start = time.perf_counter()
-        with recording_run_seeds() as drawn:
+        # The backend reads this call's enable/disable options too (kernel_profile, sync_launches).
+        call_options = (
+            use_options(enable=enable, disable=disable, source="execute")
+            if enable or disable
+            else contextlib.nullcontext()
+        )
+        with recording_run_seeds() as drawn, _naming(runtime), call_options:
             outputs = runtime.run(args)
         seconds = time.perf_counter() - start
         seed, offset = drawn[0] if drawn else (None, 0)
@@ -205,7 +217,8 @@ class FusionExecutorCache:
         self._runs += 1
         self.reports.append(report)
         if fast_key is not None and hasattr(runtime.executable, "fast_plan"):
-            plan = runtime.executable.fast_plan(args)
+            with _naming(runtime):
+                plan = runtime.executable.fast_plan(args)
             if plan is not None:
                 import cupy  # the cuda backend ran, so CuPy is there
 
@@ -218,6 +231,17 @@ class FusionExecutorCache:
         emit_dump(opts, DumpOption.cache_events, report.event.line)
         emit_dump(opts, DumpOption.kernel_metadata, lambda: print_launches(report.launches, runtime.backend_name))
         return outputs
+
+    def outputs_on_host(self, outputs: Sequence[Any]) -> list[Any]:
+        """The last run's outputs as NumPy arrays. On the cuda backend copying them is the
+        synchronization that ends the run: a CUDA fault of its kernels is reported here,
+        as a CudaFaultError naming them (the reference's outputs are on the host already)."""
+        runtime = self.last_runtime
+        to_host = getattr(runtime.executable, "to_host", None) if runtime is not None else None
+        if runtime is None or to_host is None:
+            return list(outputs)
+        with _naming(runtime):
+            return list(to_host(outputs))
 
     def runtime_for(
         self, inputs: Sequence[Any], enable: Sequence[str] = (), disable: Sequence[str] = ()
@@ -378,6 +402,17 @@ class FusionExecutorCache:
         entry.runtimes.append(runtime)
         emit_runtime_dumps(opts, runtime)
         return runtime
+
+
+@contextlib.contextmanager
+def _naming(runtime: FusionKernelRuntime) -> Iterator[None]:
+    """A CudaFaultError raised inside names the runtime that ran (its kernels' CUDA)."""
+    try:
+        yield
+    except CudaFaultError as err:
+        if err.runtime is None:
+            err.runtime = runtime
+        raise
 
 
 def _input_key_diff(new: tuple[Any, ...], old: tuple[Any, ...]) -> list[str]:

@@ -9,6 +9,12 @@ DLPack exchange), writes the pointers into the packed arguments and launches. Th
 per-call decision is the vector alignment of the pointers, which picks the vectorized
 kernel or its scalar fallback.
 
+A CUDA error of a replay (a refused launch, or a fault of an earlier kernel that CUDA
+reports at a launch or an allocation) is a CudaFaultError naming the kernels the replay
+had launched; a replay that succeeds leaves them in the executable's LaunchLog, for a
+fault that a later synchronization reports. Neither costs a replay more than an
+assignment or two: the replay never synchronizes.
+
 A kernel's workspaces (grid reduction work buffers and semaphores) are allocated when
 the plan is made, sized from its launch, and their pointers written into the packed
 arguments then (for the fallback, when it is first packed); the plan keeps the buffers
@@ -18,6 +24,7 @@ launch leaves them zeroed, so one buffer serves every replay.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +35,7 @@ import numpy as np
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.runtime.artifacts import LaunchParams
+from fuser_core.runtime.launch_errors import FaultKernel, LaunchLog, is_cuda_error
 from fuser_core.scheduler.device import DeviceProperties
 
 # Generated kernels declare every shared array statically (`__shared__ T name[N];`), so
@@ -87,13 +95,23 @@ class PlannedLaunch:
     # The device buffers the packed workspace pointers point into (by workspace), kept
     # alive here; the fallback adds its own when it is first packed.
     workspaces: dict[Any, Any] = field(default_factory=dict)
+    kernel: FaultKernel | None = None  # how a CUDA error names this launch
 
 
 class FastPlan:
+    log: LaunchLog | None = None  # the executable's: the kernels launched and not synchronized
+
     def __init__(
-        self, launches: list[PlannedLaunch], results: list[int], torch_out: bool, device: DeviceProperties
+        self,
+        launches: list[PlannedLaunch],
+        results: list[int],
+        torch_out: bool,
+        device: DeviceProperties,
+        log: LaunchLog | None = None,
     ) -> None:
         self.launches = launches
+        self.log = log
+        self._kernels = tuple(launch.kernel for launch in launches if launch.kernel is not None and _launched(launch))
         self.results = results  # tensor names of the complete fusion's outputs
         self.torch_out = torch_out
         self.device = device
@@ -117,34 +135,60 @@ class FastPlan:
                 pointers[("input", position)] = x.data_ptr()
             elif hasattr(x, "data"):
                 pointers[("input", position)] = x.data.ptr
-        for index, launch in enumerate(self.launches):
-            for out in launch.outputs:
-                array = self._empty(out)
-                arrays[out.name] = array
-                pointers[("tensor", out.name)] = array.data_ptr() if self.torch_out else array.data.ptr
-            ptrs = [pointers[s] for s in launch.sources]
-            function, packed = launch.function, launch.packed
-            if launch.checks and any(ptrs[p] % align for p, align in launch.checks):
-                function, packed = launch.fallback()
-                self.fell_back.append(index)
-            for struct, ptr in zip(packed.structs, ptrs, strict=False):
-                struct.data = ptr
-            g, b = launch.params.grid, launch.params.block
-            if g[0] and g[1] and g[2]:
-                launch_kernel(
-                    function.ptr,
-                    g[0],
-                    g[1],
-                    g[2],
-                    b[0],
-                    b[1],
-                    b[2],
-                    DYNAMIC_SHARED_BYTES,  # launch.params.shared_bytes is static shared memory
-                    stream_ptr,
-                    packed.address,
-                    0,
-                )
+        index, launching = 0, False  # for a CUDA error: the launch under way, its launch call in flight
+        try:
+            for index, launch in enumerate(self.launches):
+                for out in launch.outputs:
+                    array = self._empty(out)
+                    arrays[out.name] = array
+                    pointers[("tensor", out.name)] = array.data_ptr() if self.torch_out else array.data.ptr
+                ptrs = [pointers[s] for s in launch.sources]
+                function, packed = launch.function, launch.packed
+                if launch.checks and any(ptrs[p] % align for p, align in launch.checks):
+                    function, packed = launch.fallback()
+                    self.fell_back.append(index)
+                for struct, ptr in zip(packed.structs, ptrs, strict=False):
+                    struct.data = ptr
+                g, b = launch.params.grid, launch.params.block
+                if g[0] and g[1] and g[2]:
+                    launching = True
+                    launch_kernel(
+                        function.ptr,
+                        g[0],
+                        g[1],
+                        g[2],
+                        b[0],
+                        b[1],
+                        b[2],
+                        DYNAMIC_SHARED_BYTES,  # launch.params.shared_bytes is static shared memory
+                        stream_ptr,
+                        packed.address,
+                        0,
+                    )
+                    launching = False
+        except Exception as err:
+            if self.log is None or not is_cuda_error(err):
+                raise
+            raise self._fault(err, index, launching) from err
+        if self.log is not None:
+            self.log.replayed(self._launched_kernels(len(self.launches)) if self.fell_back else self._kernels)
         return [arrays[name] for name in self.results]
+
+    def _launched_kernels(self, count: int) -> tuple[FaultKernel, ...]:
+        """How a CUDA error names the first `count` launches of the last replay (those
+        that took the scalar fallback as such)."""
+        found = []
+        for index, launch in enumerate(self.launches[:count]):
+            if launch.kernel is None or not _launched(launch):
+                continue
+            fell_back = index in self.fell_back
+            found.append(dataclasses.replace(launch.kernel, form="scalar fallback") if fell_back else launch.kernel)
+        return tuple(found)
+
+    def _fault(self, err: BaseException, index: int, in_launch: bool) -> Exception:
+        assert self.log is not None
+        kernels = self._launched_kernels(index + 1 if in_launch else index)
+        return self.log.replay_failed(err, kernels, in_launch)
 
     def _empty(self, out: PlannedOutput) -> Any:
         if self.torch_out:
@@ -158,6 +202,10 @@ class FastPlan:
         size = max(1, max((s - 1) * st for s, st in zip(out.shape, out.strides, strict=True)) + 1 if out.shape else 1)
         memory = cupy.cuda.alloc(size * itemsize)
         return cupy.ndarray(out.shape, storage, memory, strides=tuple(s * itemsize for s in out.strides))
+
+
+def _launched(launch: PlannedLaunch) -> bool:
+    return all(launch.params.grid)
 
 
 def torch_dtype_supported(dtype: DataType) -> bool:

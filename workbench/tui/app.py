@@ -27,12 +27,13 @@ from textual.widgets import Button, DataTable, Footer, Header, Input, Select, St
 
 from fuser_core import DEVICE_MODELS, FuserError
 from workbench.diff import diff_artifacts
-from workbench.exports import export_dumps, export_graph, export_report, export_repro
+from workbench.exports import export_dumps, export_fault, export_graph, export_report, export_repro
 from workbench.render.tables import presched_groups
 from workbench.samples import sample_paths
 from workbench.session import (
     BACKENDS,
     DEFAULT_MAX_INPUT_BYTES,
+    CudaFault,
     RunOptions,
     RunResult,
     Session,
@@ -42,7 +43,7 @@ from workbench.session import (
 )
 from workbench.tui import content
 from workbench.tui.content import ALL, DiffState
-from workbench.tui.screens import HelpScreen, OpenScreen
+from workbench.tui.screens import FaultScreen, HelpScreen, OpenScreen
 from workbench.tui.sidebar import DEFAULT_DEVICE, Edits, Sidebar, option_switches, shape_text
 from workbench.tui.textview import TextView
 
@@ -175,6 +176,7 @@ class WorkbenchApp(App[None]):
         Binding("slash", "search", "search", key_display="/"),
         Binding("f1", "help", "help"),
         Binding("i", "edit_inputs", "edit inputs"),
+        Binding("f", "fault", "the CUDA fault's kernels and repro", show=False),
         Binding("ctrl+o", "open", "open"),
         Binding("ctrl+g", "export('graph')", "export graph", show=False),
         Binding("ctrl+e", "export('report')", "export report", show=False),
@@ -420,9 +422,39 @@ class WorkbenchApp(App[None]):
         err = result.error
         assert err is not None
         shown = f"; the tabs show run {self.good.index + 1}, the last that succeeded" if self.good else ""
-        self._error(f"run {result.index + 1} failed{shown}", err.message, err.location, err.line)
+        title = f"run {result.index + 1} failed{shown}"
+        if err.fault is not None:
+            title = (
+                f"run {result.index + 1} failed with a CUDA fault: press f for the kernel's CUDA and the repro{shown}"
+            )
+        self._error(title, err.message, err.location, err.line)
         self._status(f"run {result.index + 1} failed: fix the script, a shape or an option and press r")
         self._log_line(Text(f"error: run {result.index + 1}: {err.text()}", style="bold red"))
+        if err.fault is not None:
+            self._fault_failed(result, err.fault)
+
+    def _fault_failed(self, result: RunResult, fault: CudaFault) -> None:
+        for kernel in fault.kernels:
+            self._log_line(Text(f"fault: {kernel.label} ({kernel.scheduler}): {kernel.launch}", style="red"))
+        self._log_line(Text("fault: f shows the kernels' CUDA and the repro; e there writes them to files"))
+        if fault.sticky:
+            self._status(
+                f"run {result.index + 1}: CUDA fault; the GPU is unusable in this process: restart fuser-wb to run"
+                " on cuda again (the reference backend still runs)"
+            )
+
+    def action_fault(self) -> None:
+        last = self.last
+        if last is None or last.error is None or last.error.fault is None:
+            self.notify("no CUDA fault: the last run did not end in one", severity="warning")
+            return
+
+        def closed(export: bool | None) -> None:
+            if export:
+                self.action_export("fault")
+
+        title = f"run {last.index + 1}: a CUDA fault ({last.error.fault.error})"
+        self.push_screen(FaultScreen(last.error, title), closed)
 
     def _fill_groups(self, a: Any) -> None:
         ids = [g.id for g in a.groups]
@@ -698,6 +730,10 @@ class WorkbenchApp(App[None]):
             if self.session is None:
                 raise FuserError("nothing to export: no script is open")
             return [export_repro(self.session, self.export_dir)]
+        if kind == "fault":
+            if self.last is None:
+                raise FuserError("nothing to export: no run has finished")
+            return export_fault(self.last, script, self.export_dir)
         if kind == "report" or kind == "json":
             if self.last is None:
                 raise FuserError("nothing to report: no run has finished")
@@ -734,9 +770,13 @@ class WorkbenchApp(App[None]):
             ("json", "Export report (JSON)", "every stage as JSON data"),
             ("dumps", "Export dumps (text)", "every dump as plain text"),
             ("repro", "Export repro script", "nvFuser's repro of this fusion with the current shapes and options"),
+            ("fault", "Export CUDA fault", "a CUDA fault's repro script (sync_launches on) and its kernels' CUDA"),
         )
         for kind, title, help_text in exports:
             yield SystemCommand(title, f"{help_text}, into {self.export_dir}", _bind(self.action_export, kind))
+        yield SystemCommand(
+            "Show CUDA fault", "the last run's CUDA fault: its kernels' CUDA and repro (f)", self.action_fault
+        )
         yield SystemCommand("Open file…", "open a repro script by path (ctrl+o)", self.action_open)
         for path in sample_paths():
             yield SystemCommand(

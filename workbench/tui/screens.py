@@ -1,5 +1,5 @@
-"""The modal screens: F1 help (every binding, read from the widgets that define them)
-and the open-file prompt."""
+"""The modal screens: F1 help (every binding, read from the widgets that define them),
+the open-file prompt, and a run's CUDA fault (its kernels' CUDA and the repro)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from workbench.render.fault import render_fault
 from workbench.samples import sample_paths
+from workbench.session import RunError
+from workbench.tui.textview import TextView
 
 GUIDE = (
     "Edit shapes, scalars and options in the sidebar, then press r: the run happens in the background and every "
@@ -82,3 +85,29 @@ class OpenScreen(ModalScreen[str | None]):
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)
+
+
+class FaultScreen(ModalScreen[bool]):
+    """A run's CUDA fault: the error, the CUDA of each kernel it names with its launch,
+    and the run's repro script; `e` writes them to files (the app does, on dismissal)."""
+
+    BINDINGS = [  # noqa: RUF012
+        Binding("escape,q,f", "dismiss(False)", "close"),
+        Binding("e", "dismiss(True)", "export the repro and the kernels' CUDA"),
+    ]
+
+    def __init__(self, error: RunError, title: str) -> None:
+        super().__init__()
+        self.error = error
+        self.title_text = title
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="fault"):
+            yield Static(Text(self.title_text, style="bold"))
+            yield TextView(id="fault-view")
+            yield Static("e: write the repro script and the kernels' CUDA to files    escape: close", classes="note")
+
+    def on_mount(self) -> None:
+        view = self.query_one("#fault-view", TextView)
+        view.show(render_fault(self.error))
+        view.focus()
