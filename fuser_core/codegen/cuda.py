@@ -18,6 +18,9 @@ RUNTIME_HEADER = r"""
 // ---- Fuser Workbench runtime header ----
 #define FUSER_INF __int_as_float(0x7f800000)
 #define FUSER_NAN __int_as_float(0x7fffffff)
+// NVRTC has no math.h: double infinity and NaN by their bits.
+#define FUSER_INF_D __longlong_as_double(0x7ff0000000000000LL)
+#define FUSER_NAN_D __longlong_as_double(0x7ff8000000000000LL)
 
 template <typename T, int N, int A>
 struct Tensor {
@@ -89,6 +92,9 @@ __device__ __forceinline__ double remainder(double a, double b) {
   double r = fmod(a, b);
   return (r != 0. && ((r < 0.) != (b < 0.))) ? r + b : r;
 }
+// Integer fmod is C's truncating `%` (CUDA's fmod overloads are ambiguous for integers);
+// a zero divisor gives 0, as the reference's NumPy does, not undefined behaviour.
+template <typename T> __device__ __forceinline__ T fuser_ifmod(T a, T b) { return b == 0 ? T(0) : T(a % b); }
 template <typename T> __device__ __forceinline__ T fuser_iremainder(T a, T b) {
   T r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
@@ -441,6 +447,8 @@ def _call_name(node: k.Call) -> str:
         return "fuser_ipow"
     if fn == "remainder" and arg.is_integral:
         return "fuser_iremainder"
+    if fn == "fmod" and (arg.is_integral or arg.is_boolean):
+        return "fuser_ifmod"
     if fn in _FLOAT_SUFFIX and arg == DataType.Float:
         return fn + "f"
     return _RENAMED.get(fn, fn)
@@ -511,9 +519,9 @@ def _const(node: k.Const) -> str:
         v = float(value)
         suffix = "f" if node.dtype != DataType.Double else ""
         if math.isnan(v):
-            return "FUSER_NAN" if suffix else "NAN"
+            return "FUSER_NAN" if suffix else "FUSER_NAN_D"
         if math.isinf(v):
-            inf = "FUSER_INF" if suffix else "INFINITY"
+            inf = "FUSER_INF" if suffix else "FUSER_INF_D"
             return inf if v > 0 else f"(-{inf})"
         return f"{v!r}{suffix}" if "e" in repr(v) or "." in repr(v) else f"{v!r}.0{suffix}"
     iv = int(value)

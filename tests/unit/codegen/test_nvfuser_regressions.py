@@ -309,3 +309,30 @@ def test_a_complex_constant_is_a_clear_refusal_and_the_group_runs_on_the_host():
     np.testing.assert_allclose(out, x * (3.0 + 0.5j), rtol=1e-6)
     refused = lowered_groups(runtime.segmented, runtime.name, runtime.signature.index_type)[1]
     assert "ComplexFloat has no CUDA code generation yet" in refused[0]
+
+
+# -- found by benchmarks/fuzz_gpu.py ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_a_double_max_or_min_reduction_compiles(op):
+    """Its initial value, -inf or +inf in double, printed as INFINITY: NVRTC has no math.h."""
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Double)
+        fd.add_output(getattr(fd.ops, op)(t0, [1]))
+
+    _check(build, [RNG.standard_normal((64, 32))])
+
+
+@pytest.mark.parametrize("dtype", [DataType.Int32, DataType.Int], ids=lambda d: d.name)
+def test_integer_fmod_compiles_and_truncates_like_c(dtype):
+    """CUDA's fmod overloads are ambiguous for an integer: it prints as the header's `%`."""
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1], contiguity=True, dtype=dtype)
+        fd.add_output(fd.ops.fmod(t0, fd.define_scalar(3, dtype=dtype)))
+
+    x = RNG.integers(-50, 50, (257,)).astype(dtype.numpy)
+    (out,) = _check(build, [x])
+    np.testing.assert_array_equal(out, np.fmod(x, 3))
