@@ -211,6 +211,7 @@ class FusionExecutorCache:
             _describe_args(self.fusion, args),
             seconds,
             runtime.launches,
+            compiles=_compile_events(runtime) if not event.hit else (),
             rng_seed=seed,
             rng_offset=offset,
         )
@@ -402,6 +403,13 @@ class FusionExecutorCache:
         entry.runtimes.append(runtime)
         emit_runtime_dumps(opts, runtime)
         return runtime
+
+
+def _compile_events(runtime: FusionKernelRuntime) -> tuple[str, ...]:
+    """What building this runtime compiled, kernel by kernel, and why a group got no
+    kernel (the cuda backend's compile events; the reference compiles nothing)."""
+    events = getattr(runtime.executable, "compile_events", None)
+    return tuple(events()) if events is not None else ()
 
 
 @contextlib.contextmanager

@@ -225,3 +225,13 @@ def test_a_replay_names_what_it_launched(cache, device):
     assert "reported when" in text and "launched before this run and not synchronized since:" in text
     assert f"  g0 {G0}" in text and f"  g1 {G1}" in text
     assert caught.value.runtime is cache.last_runtime
+
+
+def test_a_run_that_built_its_runtime_reports_what_each_kernel_compile_did(cache, device):
+    executor = cache[0]
+    executor.run([X])
+    first = executor.last_report
+    assert not first.event.hit
+    assert [line.split(":")[0] for line in first.compiles] == [G0, G1]
+    executor.run([X])
+    assert executor.last_report.event.hit and executor.last_report.compiles == ()
