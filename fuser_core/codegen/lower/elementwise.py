@@ -9,6 +9,7 @@ from fuser_core.errors import FuserError
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.elementwise import BinaryOp, TernaryOp, UnaryOp
 from fuser_core.ir.op_types import UnaryOpType
+from fuser_core.ir.tensor_view import TensorView
 
 
 def _elementwise(expr: UnaryOp | BinaryOp | TernaryOp, operands: list[k.Node]) -> k.Node:
@@ -17,7 +18,10 @@ def _elementwise(expr: UnaryOp | BinaryOp | TernaryOp, operands: list[k.Node]) -
     if isinstance(expr, UnaryOp) and expr.op_type == UnaryOpType.Cast:
         return k.Cast(out_dtype, operands[0])
     rule = expr.rule
-    compute = _compute_dtype(out_dtype, [v.dtype for v in expr.inputs], rule.bool_output)
+    # A scalar operand of a tensor op is the tensor's type at run time (nvFuser's
+    # optionalCast keeps a Double scalar beside a Float tensor): only tensors set the type.
+    tensors = [v.dtype for v in expr.inputs if isinstance(v, TensorView)]
+    compute = _compute_dtype(out_dtype, tensors or [v.dtype for v in expr.inputs], rule.bool_output)
     args = [a if a.dtype == compute else _cast(compute, a) for a in operands]
     if isinstance(expr, TernaryOp) and rule.name == "where":
         args[0] = operands[0] if operands[0].dtype == DataType.Bool else _cast(DataType.Bool, operands[0])

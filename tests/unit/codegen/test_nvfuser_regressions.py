@@ -336,3 +336,18 @@ def test_integer_fmod_compiles_and_truncates_like_c(dtype):
     x = RNG.integers(-50, 50, (257,)).astype(dtype.numpy)
     (out,) = _check(build, [x])
     np.testing.assert_array_equal(out, np.fmod(x, 3))
+
+
+def test_a_comparison_with_a_double_scalar_is_made_in_the_tensors_float():
+    """eq(Float tensor, Double scalar input) compared in double in the kernel but in float
+    in the reference (nvFuser keeps the scalar beside the tensor and computes in Float)."""
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
+        s = fd.define_scalar(None, dtype=DataType.Double)
+        t1 = fd.ops.where(fd.ops.ge(t0, fd.define_scalar(0.0)), t0, s)
+        fd.add_output(fd.ops.eq(t1, s))
+
+    x = RNG.standard_normal(129).astype(np.float32)
+    (out,) = _check(build, [x, -0.334])
+    assert out[x < 0].all() and not out[x >= 0].any()
