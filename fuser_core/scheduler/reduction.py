@@ -329,7 +329,10 @@ def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: b
     if inner:
         vector_axis = [d for d in ref.logical if d.is_reduction][-1]
     else:
-        vector_axis = [d for d in common.layout_order(ref) if not d.is_reduction][-1]
+        iteration = [d for d in common.layout_order(ref) if not d.is_reduction]
+        if not iteration:  # an outer-classified reduction to a scalar: no iteration axis to vectorize
+            return 1
+        vector_axis = iteration[-1]
     vector_set = group.id_map.exact(vector_axis)
     if _reached_through_transforms(group, vector_set):
         return 1

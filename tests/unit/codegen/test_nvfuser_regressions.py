@@ -351,3 +351,42 @@ def test_a_comparison_with_a_double_scalar_is_made_in_the_tensors_float():
     x = RNG.standard_normal(129).astype(np.float32)
     (out,) = _check(build, [x, -0.334])
     assert out[x < 0].all() and not out[x >= 0].any()
+
+
+def _sum_of_a_slice(fd):
+    t0 = fd.define_tensor(shape=[-1], contiguity=True)
+    fd.add_output(fd.ops.sum(fd.ops.slice(t0, [1], [6]), dims=[0]))
+
+
+def _sum_of_a_pad(fd):
+    t0 = fd.define_tensor(shape=[-1, -1], contiguity=True)
+    fd.add_output(fd.ops.sum(fd.ops.pad(t0, [3, 0], fd.define_scalar(0.5)), dims=[0, 1]))
+
+
+def _var_of_an_expanded_input(fd):
+    t0 = fd.define_tensor(shape=[-1], contiguity=[None], dtype=DataType.Float)
+    var, _mean = fd.ops.var_mean(t0, dims=[0], correction=0)
+    fd.add_output(var)
+
+
+@pytest.mark.parametrize(
+    ("build", "make", "expected"),
+    [
+        (_sum_of_a_slice, lambda: [np.arange(8, dtype=np.float32)], lambda x: x[1:6].sum()),
+        (_sum_of_a_pad, lambda: [RNG.standard_normal((4, 5)).astype(np.float32)], lambda x: x.sum() + 0.5 * 12),
+        (
+            _var_of_an_expanded_input,
+            lambda: [np.lib.stride_tricks.as_strided(np.full(1, 2.5, np.float32), (16,), (0,))],
+            lambda x: 0.0,
+        ),
+    ],
+    ids=["slice", "pad", "expanded"],
+)
+def test_a_reduction_to_a_scalar_through_a_resize_or_an_expanded_axis_is_scheduled(build, make, expected):
+    """The reduction heuristics looked for an iteration axis to vectorize along and found
+    none (IndexError, on every backend): found by the fuzzer."""
+    inputs = make()
+    runtime, (out,) = _runtime(build, inputs)
+    np.testing.assert_allclose(out, expected(inputs[0]), rtol=1e-5, atol=1e-5)
+    for vectorize in (True, False):  # a kernel where codegen makes one (the expanded input stays on the host)
+        check_generated_kernels(runtime, inputs, vectorize=vectorize)
