@@ -243,6 +243,9 @@ class ScalarArg:
 RNG_SUFFIX = {DataType.Float: "f32", DataType.Double: "f64", DataType.Half: "f16", DataType.BFloat16: "bf16"}
 
 
+_RNG_DTYPE = {suffix: dtype for dtype, suffix in RNG_SUFFIX.items()}
+
+
 def rng_function(kind_value: str, dtype: DataType) -> str | None:
     """The device function drawing `dtype` values of an RNGOp kind ("rng_uniform", ...),
     or None for a dtype with no random draw."""
@@ -255,8 +258,8 @@ def parse_rng_function(fn: str) -> tuple[str, DataType] | None:
     if not fn.startswith("fuser_rng_"):
         return None
     kind_value, _, suffix = fn.removeprefix("fuser_").rpartition("_")
-    dtypes = {v: d for d, v in RNG_SUFFIX.items()}
-    return (kind_value, dtypes[suffix]) if suffix in dtypes else None
+    dtype = _RNG_DTYPE.get(suffix)
+    return None if dtype is None else (kind_value, dtype)
 
 
 @dataclass(frozen=True)
