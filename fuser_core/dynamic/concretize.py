@@ -95,9 +95,12 @@ class _Concretizer:
         else:
             assert entry.analysis is not None
             new = apply_view(source, entry.analysis)
-        # Downstream axes copied the placeholder's extents: give them the real ones.
+        # Downstream axes copied the placeholder's extents: give them the real ones. An
+        # extent the reshape took from upstream (`fd.ops.size(t, 2)` as a new size) is
+        # upstream's too, and stays.
+        upstream = _upstream_extents(source)
         for before, after in zip(old.logical, new.logical_no_reductions(), strict=True):
-            if before.extent.definition is not None:
+            if before.extent.definition is not None and id(before.extent) not in upstream:
                 self.substitutions[id(before.extent)] = after.extent
         self.fusion.replace_val(old, new)
         self.fusion.remove_expr(view)
@@ -161,3 +164,18 @@ class _Concretizer:
             for dim in tv.domain.all_ids():
                 if dim.is_symbolic:
                     raise InternalError(f"{dim} of T{tv.name} is still Symbolic after concretization")
+
+
+def _upstream_extents(tv: TensorView) -> set[int]:
+    """The extents (by id) of every IterDomain of `tv` and of the tensors it is computed from."""
+    extents: set[int] = set()
+    stack, seen = [tv], set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        extents.update(id(d.extent) for d in current.domain.all_ids())
+        if current.definition is not None:
+            stack.extend(v for v in current.definition.inputs if isinstance(v, TensorView))
+    return extents

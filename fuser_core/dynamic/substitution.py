@@ -91,7 +91,13 @@ def substitute_scalars(fusion: Fusion, mapping: dict[int, Scalar], index: Domain
     edited, so constants fold and the old expressions fall out of the fusion."""
     rebuild = _ScalarRebuilder(mapping)
     all_ids: dict[int, IterDomain] = {}
-    for tv in fusion.used_tensors():
+    # Every output of a used op, not only the used ones: an unused sibling of a
+    # multi-output op (Welford's count beside its variance) is still in the op's
+    # group and is sized from the same extents.
+    tensors = {id(tv): tv for tv in fusion.used_tensors()}
+    for op in fusion.exprs():
+        tensors.update((id(o), o) for o in op.outputs if isinstance(o, TensorView))
+    for tv in tensors.values():
         for dim in tv.domain.all_ids():
             all_ids.setdefault(id(dim), dim)
     id_exprs: dict[int, Expr] = {}

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from fuser_core.errors import FuserError
 from fuser_core.ir.base import Expr
 from fuser_core.ir.fusion import Fusion
-from fuser_core.ir.tensor_exprs import LoadStoreOp
+from fuser_core.ir.tensor_exprs import CatOp, LoadStoreOp, PadOp
 from fuser_core.scheduler.base import RejectCategory, Rejection, Scheduler, SchedulerType, main_category, reject
 from fuser_core.scheduler.common import drop_output_hints
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
@@ -34,6 +34,30 @@ from fuser_core.segmenter.segmented_fusion import (
     SegmentedFusion,
     SegmentedGroup,
 )
+
+
+def _initial_groups(exprs: Sequence[Expr]) -> list[list[Expr]]:
+    """One group per tensor op, except that a cat starts together with the pads of its
+    inputs: a cat reads its pieces through their pads' resizes, so a cut between a pad
+    and its cat would hand the cat an unpadded global tensor."""
+    cat_of: dict[int, Expr] = {}
+    for expr in exprs:
+        if isinstance(expr, CatOp):
+            for piece in expr.inputs:
+                pad = piece.definition
+                if isinstance(pad, PadOp) and all(use is expr for use in piece.uses):
+                    cat_of[id(pad)] = expr
+    members: dict[int, list[Expr]] = {}
+    groups: list[list[Expr]] = []
+    for expr in exprs:
+        if id(expr) in cat_of:
+            continue
+        members[id(expr)] = [expr]
+        groups.append(members[id(expr)])
+    for expr in exprs:
+        if id(expr) in cat_of:
+            members[id(cat_of[id(expr)])].append(expr)
+    return groups
 
 
 @dataclass(eq=False)
@@ -92,8 +116,8 @@ class SegmentCandidateFinder:
                 "whole fusion", "", False, None, tuple(rejections), main_category(rejections), "whole fusion", note
             )
         )
-        for expr in self.exprs:
-            self._new_group([expr])
+        for exprs in _initial_groups(self.exprs):
+            self._new_group(exprs)
         self._connect()
         self._merge_rounds()
         self._final_merge()
