@@ -7,7 +7,7 @@ from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler.base import RejectCategory, Rejection, SchedulerType, reject
 from fuser_core.scheduler.group_view import GroupView
 from fuser_core.scheduler.id_map import ancestor_sets, broadcast_conflicts, concrete_sets, reduction_sets
-from fuser_core.scheduler.propagation import CannotPropagate, propagation_steps
+from fuser_core.scheduler.propagation import CannotPropagate, narrowed_tensors, propagation_steps
 
 
 def expr_eval_rejection(kind: SchedulerType, group: GroupView) -> Rejection | None:
@@ -65,9 +65,17 @@ def propagation_rejection(kind: SchedulerType, group: GroupView, reference: Tens
 def _propagation_rejection(kind: SchedulerType, group: GroupView, reference: TensorView) -> Rejection | None:
     members = {id(e) for e in group.exprs}
     try:
-        propagation_steps(reference, lambda e: id(e) in members)
+        steps = propagation_steps(reference, lambda e: id(e) in members)
     except CannotPropagate as err:
         return reject(kind, str(err), RejectCategory.disjoint_domains)
+    outputs = {id(tv) for tv in group.outputs}
+    for tv in narrowed_tensors(steps):
+        if id(tv) in outputs:
+            return reject(
+                kind,
+                f"T{tv.name} is written whole, but the reference T{reference.name} iterates only a slice of it",
+                RejectCategory.disjoint_domains,
+            )
     return None
 
 

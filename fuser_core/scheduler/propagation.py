@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from fuser_core.ir.base import Expr
 from fuser_core.ir.domain_map import root_pairs
-from fuser_core.ir.iter_domain import IterDomain, ParallelType
+from fuser_core.ir.iter_domain import IterDomain, ParallelType, Resize
+from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_view import TensorView, transforms_between
 from fuser_core.scheduler.tensor_ops import replay_transforms
 
@@ -68,6 +69,32 @@ def propagation_steps(
         steps.append(step)
         offer(step.target)
     return steps
+
+
+def narrowed_tensors(steps: Sequence[Step]) -> list[TensorView]:
+    """Tensors whose replayed loops iterate only part of their logical domain: those
+    reached from the reference back through a slice or a negative pad (their loops iterate the slice's
+    window, not their whole extent), and every tensor reached from one of them. Such a
+    tensor can be computed where it is used, but not written whole to global memory."""
+    narrowed: dict[int, TensorView] = {}
+    for step in steps:  # in the order they are reached: a step's source comes first
+        if id(step.source) in narrowed or (step.producer_side and _slices(step.source)):
+            narrowed[id(step.target)] = step.target
+    return list(narrowed.values())
+
+
+def _slices(tv: TensorView) -> bool:
+    """Whether `tv` is made by a resize that may drop elements: a slice, or a pad by a
+    negative or run-time width."""
+    domain = tv.domain
+    for expr in transforms_between(domain.maybe_root, domain.logical):
+        if isinstance(expr, Resize) and not all(_at_least_zero(w) for w in (expr.left, expr.right)):
+            return True
+    return False
+
+
+def _at_least_zero(width: Scalar) -> bool:
+    return width.is_const and isinstance(width.value, int) and width.value >= 0
 
 
 def _unreachable_consumer(step: Step) -> bool:

@@ -336,10 +336,14 @@ def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: b
     vector_set = group.id_map.exact(vector_axis)
     if _reached_through_transforms(group, vector_set):
         return 1
+    held: list[int] = []  # a vector stays within each tensor's contiguous run along the axis
     for tv in group.inputs:  # each global tensor along that axis must hold it innermost, contiguous
-        holds = any(group.id_map.exact(d) == vector_set for d in tv.logical)
-        if holds and common.inner_extent(group, info, tv, vector_set) is None:
+        if not any(group.id_map.exact(d) == vector_set for d in tv.logical):
+            continue
+        extent = common.inner_extent(group, info, tv, vector_set)
+        if extent is None:
             return 1
+        held.append(extent)
     for tv in group.outputs:  # written in logical order (the schedule drops layout hints)
         dims = [d for d in tv.logical if not d.is_broadcast and not d.is_reduction]
         holds = any(group.id_map.exact(d) == vector_set for d in dims)
@@ -353,7 +357,7 @@ def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: b
         if is_reduced != inner:
             break
         contiguous *= max(1, info.extent(dim))
-    return common.vector_width(group, info, [length if inner else rows, contiguous])
+    return common.vector_width(group, info, [length if inner else rows, contiguous, *held])
 
 
 def _reached_through_transforms(group: GroupView, vector_set: int) -> bool:

@@ -81,6 +81,13 @@ def replay_transforms(exprs: list[Expr], mapped: dict[int, IterDomain]) -> None:
             source = expr.inputs[0]
             if id(source) in mapped:
                 out: IterDomain = expr.output  # type: ignore[assignment]
+                target = mapped[id(source)]
+                if target.is_broadcast and target.expanded_extent is None:
+                    # a producer broadcast before its expand: its one element stands for every
+                    # position of the slice or pad, so the axis stays a broadcast (resizing
+                    # extent 1 by the consumer's widths would give a negative extent)
+                    mapped[id(out)] = target
+                    continue
                 mapped[id(out)] = idx.resize(
                     mapped[id(source)], expr.left, expr.right, mark_rfactor=False, iter_type=out.iter_type
                 )

@@ -8,10 +8,11 @@ from collections.abc import Mapping
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.indexing import Indexing
-from fuser_core.codegen.lower.model import HARDWARE, INDEX, Coords, concrete, loop_var
+from fuser_core.codegen.lower.model import HARDWARE, INDEX, Coords, concrete, first_reduction_position, loop_var
 from fuser_core.codegen.simplify import add, const_value, div, mul
 from fuser_core.errors import FuserError
 from fuser_core.ir.iter_domain import IterDomain, Merge, Split
+from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
 from fuser_core.ir.tensor_view import MemoryType, TensorView
 
 
@@ -21,7 +22,10 @@ class Buffers(Indexing):
     # -- buffers ---------------------------------------------------------------------------
     def _allocated_dims(self, tv: TensorView) -> list[IterDomain]:
         dims = []
-        for dim in tv.loop[tv.compute_at_pos :]:
+        start = tv.compute_at_pos
+        if isinstance(tv.definition, ReductionOp | WelfordOp):  # allocated before its reduction loops
+            start = min(start, first_reduction_position(tv))
+        for dim in tv.loop[start:]:
             if dim.is_reduction:
                 continue  # a reduction's buffer holds one partial result per iteration point
             hw = HARDWARE.get(dim.parallel_type)

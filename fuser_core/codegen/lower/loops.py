@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.arguments import Arguments
-from fuser_core.codegen.lower.model import HARDWARE, LOOP_KIND, _Scope, concrete, loop_var
+from fuser_core.codegen.lower.model import HARDWARE, LOOP_KIND, _Scope, concrete, first_reduction_position, loop_var
 from fuser_core.codegen.simplify import const_value
 from fuser_core.ir.iter_domain import IterDomain, ParallelType
 from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
@@ -52,8 +52,10 @@ class Loops(Arguments):
             depth_of[pos] = len(self.stack) - 1
         ca = tv.compute_at_pos
         if isinstance(tv.definition, ReductionOp | WelfordOp):
-            # A partial result lives inside the iteration loops before the reduction's.
-            ca = max(ca, next((p for p, d in enumerate(tv.loop) if d.is_reduction), len(tv.loop)))
+            # A partial result lives inside the iteration loops before the reduction's, and
+            # outside all of the reduction's loops (an outer reduction not split by an
+            # rfactor has its thread and vector iteration loops inside its serial ones).
+            ca = first_reduction_position(tv)
         self.alloc_depth[tv.name] = depth_of.get(ca - 1, len(self.stack) - 1) if ca > 0 else 0
 
     def _reuse_cap(self, tv: TensorView) -> int:

@@ -99,3 +99,8 @@ def _primary(tv: TensorView) -> TensorView:
         assert isinstance(first, TensorView)
         return first
     return tv
+
+
+def first_reduction_position(tv: TensorView) -> int:
+    """The position of a reduction tensor's first reduction loop (its loop count if none)."""
+    return next((p for p, d in enumerate(tv.loop) if d.is_reduction), len(tv.loop))

@@ -42,7 +42,9 @@ class Predicates(Loops):
         if left is None or left > 0:
             valid = land(valid, k.Bin(DataType.Bool, ">=", value, k.Const(INDEX, 0)))
         if right is None or right > 0:
-            valid = land(valid, lt(value, self.extent(inp)))
+            # a pad of an expanded broadcast axis keeps all of its expanded elements
+            extent = self.scalar(inp.expanded_extent, INDEX) if inp.expanded_extent is not None else self.extent(inp)
+            valid = land(valid, lt(value, extent))
         return valid
 
     def _for_buffer(self, tv: TensorView, inst: Instance) -> Instance:
