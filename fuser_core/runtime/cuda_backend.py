@@ -447,7 +447,7 @@ class HostGroup:
         results = evaluate_fusion(self.fusion, ev)
         for out, value in zip(self.fusion.outputs, results, strict=True):
             if isinstance(out, TensorView):
-                tensors[out.name] = _to_device_array(cupy, np.asarray(value), out.dtype)
+                tensors[out.name] = _to_device_array(cupy, _compact(np.asarray(value), out), out.dtype)
 
 
 def _to_host_array(array: Any, dtype: DataType) -> np.ndarray:
@@ -455,10 +455,23 @@ def _to_host_array(array: Any, dtype: DataType) -> np.ndarray:
     return host.view(dtype.numpy) if bits_only(dtype) else host
 
 
+def _compact(host: np.ndarray, tv: TensorView) -> np.ndarray:
+    """A value whose expanded broadcast axes are views of one element (stride 0), as
+    kernels reading `tv` index it: its contiguity counts no storage for those axes."""
+    logical = tv.logical_no_reductions()
+    expanded = [a for a, d in enumerate(logical) if d.is_broadcast and d.expanded_extent is not None]
+    if not expanded or host.ndim != len(logical):
+        return host
+    first = host[tuple(slice(0, 1) if a in expanded else slice(None) for a in range(host.ndim))]
+    return np.broadcast_to(first, host.shape)
+
+
 def _to_device_array(cupy: Any, host: np.ndarray, dtype: DataType) -> Any:
     if bits_only(dtype):
-        host = np.ascontiguousarray(host).view(np.uint16 if dtype.itemsize == 2 else np.uint8)
-    return cupy.asarray(host)
+        # np.ascontiguousarray would make a 0-dim result (a full reduction) 1-dim; a
+        # view keeps the stride-0 axes of an expanded value
+        host = host.view(np.uint16 if dtype.itemsize == 2 else np.uint8)
+    return _upload(cupy, host)
 
 
 class CudaExecutable:

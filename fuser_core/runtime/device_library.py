@@ -117,8 +117,8 @@ def _as_cupy(torch: Any, cupy: Any, tensor: Any, dtype: DataType) -> Any:
 
 def _cupy_matmul(kind: str, arrays: list[Any], cupy: Any) -> Any:
     if kind == "matmul":
-        return cupy.ascontiguousarray(cupy.matmul(arrays[0], arrays[1]))
+        return cupy.asarray(cupy.matmul(arrays[0], arrays[1]), order="C")  # keeps a 0-dim result 0-dim
     result = cupy.matmul(arrays[0], cupy.swapaxes(arrays[1], -1, -2))
     if len(arrays) > 2:
         result = result + arrays[2]
-    return cupy.ascontiguousarray(result)
+    return cupy.asarray(result, order="C")

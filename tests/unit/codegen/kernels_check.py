@@ -54,11 +54,15 @@ def alloc_order(tv: TensorView) -> list[int]:
     return [next(i for i, d in enumerate(logical) if d is a) for a in alloc]
 
 
-def bind(array: np.ndarray, order: list[int]) -> TensorBinding:
+def bind(array: np.ndarray, order: list[int], tv: TensorView | None = None) -> TensorBinding:
     """The array laid out contiguously in its allocation order, as the runtime passes it;
-    an axis of stride 0 (an expanded input, `as_strided(..., (16, 1, 0))`) keeps stride 0
+    an axis of stride 0 (an expanded input, `as_strided(..., (16, 1, 0))`), or an expanded
+    broadcast axis of `tv` (an intermediate the runtime keeps compact), keeps stride 0
     and one element of storage, as on the GPU."""
     expanded = {a for a in range(array.ndim) if array.strides[a] == 0 and array.shape[a] > 1}
+    if tv is not None:
+        logical = tv.logical_no_reductions()
+        expanded |= {a for a, d in enumerate(logical) if d.is_broadcast and d.expanded_extent is not None}
     compact = array[tuple(slice(0, 1) if a in expanded else slice(None) for a in range(array.ndim))]
     laid = np.ascontiguousarray(np.transpose(compact, order)) if array.ndim else np.ascontiguousarray(array)
     strides = [0 if order[k] in expanded else s // max(laid.itemsize, 1) for k, s in enumerate(laid.strides)]
@@ -95,7 +99,7 @@ def check_generated_kernels(runtime: Any, inputs: list[Any], vectorize: bool = T
             bindings, outputs = {}, {}
             for tv in scheduled.inputs:
                 if isinstance(tv, TensorView):
-                    bindings[f"T{tv.name}"] = bind(np.asarray(tensors[tv.name]), alloc_order(tv))
+                    bindings[f"T{tv.name}"] = bind(np.asarray(tensors[tv.name]), alloc_order(tv), tv)
             for tv, value in zip(scheduled.outputs, expected, strict=True):
                 value = np.asarray(value)
                 order = alloc_order(tv)

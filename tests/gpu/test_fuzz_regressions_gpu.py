@@ -1,0 +1,98 @@
+"""Fusions the differential fuzzer (benchmarks/fuzz_gpu.py) found wrong on the GPU, reduced,
+run through the cuda backend against the reference backend."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fuser_core import DataType, FuserError, FusionDefinition, use_options
+from fuser_core.runtime import cuda_backend
+
+pytestmark = pytest.mark.gpu
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_cuda_backend import _host, _to_device  # noqa: E402
+
+
+def _everything_on_the_host(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise FuserError("refused by the test: every group runs on the host", op="test")
+
+    monkeypatch.setattr(cuda_backend, "lower_group", refuse)
+
+
+def test_a_host_group_keeps_a_0_dim_bf16_output_0_dim(monkeypatch):
+    # np.ascontiguousarray made the bits of a 0-dim bf16 result shape (1,) on its way to the device
+    _everything_on_the_host(monkeypatch)
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16)
+        fd.add_output(fd.ops.sum(t0, dims=[0, 1], keepdim=False, dtype=DataType.BFloat16))
+    x = np.random.default_rng(0).standard_normal((5, 7)).astype(DataType.BFloat16.numpy)
+    with use_options(backend="reference"):
+        (expected,) = fd.execute([x])
+    with use_options(backend="cuda"):
+        (got,) = fd.execute([_to_device(x)])
+    assert fd.executor_cache.last_report.runtime.backend_name == "cuda"
+    assert got.shape == ()
+    np.testing.assert_array_equal(_host(got, DataType.BFloat16), np.asarray(expected))
+
+
+def _against_reference(build, inputs, device_inputs=None):
+    with FusionDefinition() as fd:
+        build(fd)
+    with use_options(backend="reference"):
+        expected = fd.execute(inputs)
+    if device_inputs is None:
+        device_inputs = [_to_device(x) if isinstance(x, np.ndarray) else x for x in inputs]
+    with use_options(backend="cuda"):
+        got = fd.execute(device_inputs)
+    assert fd.executor_cache.last_report.runtime.backend_name == "cuda"
+    for g, e, tv in zip(got, expected, fd.fusion.outputs, strict=True):
+        e = np.asarray(e)
+        g = _host(g, tv.dtype)
+        assert g.shape == e.shape
+        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=1e-5, atol=1e-5)
+    return fd
+
+
+def test_a_host_group_hands_an_expanded_intermediate_on_compact():
+    # a segment_set of an expanded input runs on the host; the next kernel indexes its
+    # result with stride 0 along the expanded axis, so the upload must keep it stride 0
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, None], dtype=DataType.Int)
+        fd.add_output(fd.ops.slice(fd.ops.segment_set(t0), start_indices=[0, 10], end_indices=[3, 40]))
+
+    import cupy
+
+    column = np.random.default_rng(3).integers(-9, 9, (3, 1))
+    x = np.broadcast_to(column, (3, 64))
+    _against_reference(build, [x], [cupy.broadcast_to(cupy.asarray(column), (3, 64))])
+
+
+def test_fuzzer_shapes_of_slices_outer_welford_and_reshaped_maxima():
+    rng = np.random.default_rng(2727)
+
+    def before_slice(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Double)
+        t1 = fd.ops.add(0.5, t0)
+        fd.add_output(fd.ops.slice(fd.ops.pad(t1, pad_widths=[2, 0, 0, 2], value=0.001), [0, 285], [4, 511]))
+        fd.add_output(t1)
+
+    def outer_var_mean(fd):
+        t0 = fd.define_tensor(shape=[-1, 16], contiguity=[True, True], dtype=DataType.Float)
+        var, mean = fd.ops.var_mean(t0, dims=[0], correction=1, keepdim=False)
+        fd.add_output(var)
+        fd.add_output(mean)
+
+    def max_then_reshape(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float, stride_order=[0, 1])
+        t1 = fd.ops.broadcast_in_dim(t0, shape=[3, 1024, 2, 7], broadcast_dims=[0, 2])
+        fd.add_output(fd.ops.reshape(fd.ops.max(t1, dims=[2], keepdim=False), new_shape=[3, 32, 32, 7]))
+
+    _against_reference(before_slice, [rng.standard_normal((2, 511))])
+    _against_reference(outer_var_mean, [rng.standard_normal((645, 16)).astype(np.float32)])
+    _against_reference(max_then_reshape, [np.asfortranarray(rng.standard_normal((3, 2)).astype(np.float32))])

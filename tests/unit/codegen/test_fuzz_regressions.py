@@ -1,0 +1,143 @@
+"""Fusions the differential fuzzer (benchmarks/fuzz_gpu.py) found failing, in the small
+form its shrinker gave: each runs on the reference backend, every generated kernel on
+the kernel-IR interpreter against it (vectorized and scalar), and compiles for sm_90."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from fuser_core import DataType
+from fuser_core.runtime.cuda_backend import lowered_groups
+
+sys.path.insert(0, str(Path(__file__).parent))
+from kernels_check import check_generated_kernels
+from test_nvfuser_regressions import _check, _runtime
+
+RNG = np.random.default_rng(669)
+
+
+def _check_kernels_codegen_takes(build, inputs) -> list:
+    """As `_check`, where a group may still run on the host (its refusal is tested apart)."""
+    runtime, expected = _runtime(build, inputs)
+    for vectorize in (True, False):
+        check_generated_kernels(runtime, inputs, vectorize=vectorize)
+    return expected
+
+
+def test_an_unused_welford_sibling_is_concretized_with_the_padded_one():
+    # welford then pad of its variance: concretization gave the pad's path constant
+    # extents but left Welford's unused avg and count on the symbolic one ("i1 has no value")
+    def build(fd):
+        t0 = fd.define_tensor(shape=[2, -1], contiguity=[True, True], dtype=DataType.Float, stride_order=[0, 1])
+        _, var, _ = fd.ops.welford(t0, dims=[0])
+        fd.add_output(fd.ops.pad(var, pad_widths=[1, 4], value=0.5))
+
+    x = RNG.standard_normal((16, 2)).astype(np.float32).T
+    (out,) = _check_kernels_codegen_takes(build, [x])
+    np.testing.assert_allclose(out[1:-4], x.var(axis=0) * 2, rtol=1e-5)
+    assert (out[[0, -4, -3, -2, -1]] == 0.5).all()
+
+
+def test_a_cat_keeps_the_pads_of_its_pieces_in_its_segment():
+    # a segment_set before one piece of a cat: the segmenter put that piece's pad in the
+    # producer's segment, and the cat then read an unpadded global tensor
+    def build(fd):
+        t0 = fd.define_tensor(shape=[1], contiguity=[None], dtype=DataType.Half)
+        t1 = fd.ops.broadcast_in_dim(t0, shape=[8, 129, 1], broadcast_dims=[2])
+        fd.add_output(fd.ops.cat([fd.ops.segment_set(t1), t1], dim=0))
+
+    x = RNG.standard_normal(1).astype(np.float16)
+    runtime, _ = _runtime(build, [x])
+    cat_group = next(g for g in runtime.segmented.groups if any(type(e).__name__ == "CatOp" for e in g.exprs))
+    assert sum(type(e).__name__ == "PadOp" for e in cat_group.exprs) == 2
+    (out,) = _check_kernels_codegen_takes(build, [x])
+    assert out.shape == (16, 129, 1) and (out == x[0]).all()
+
+
+def test_a_pad_of_an_expanded_axis_keeps_every_expanded_element():
+    # the pad's bounds check used the broadcast's extent 1, not its expanded extent: all
+    # but the first column read the pad value
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, None], dtype=DataType.Half)
+        s1 = fd.define_scalar(None, dtype=DataType.Int)
+        fd.add_output(fd.ops.pad(t0, pad_widths=[0, s1], value=3.0))
+
+    x = np.broadcast_to(RNG.standard_normal((5, 1)).astype(np.float16), (5, 8))
+    (out,) = _check(build, [x, 3])
+    np.testing.assert_array_equal(out[:, :8], x)
+    assert (out[:, 8:] == 3.0).all()
+
+
+def test_a_reduction_vector_stays_within_a_short_input_row():
+    # an input of 2 elements broadcast along a sliced axis merged into the reduction:
+    # the reduction read it in vectors of 4 (past its end); a side output before the
+    # expand was resized to a negative extent
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int32)
+        t2 = fd.ops.cast(fd.ops.broadcast(t0, is_broadcast_dim=[True, True, False]), dtype=DataType.BFloat16)
+        t3 = fd.ops.pad(t2, pad_widths=[2, 1], value=-0.75)
+        t4 = fd.ops.expand(t2, shape=[31, 16, 2])
+        t7 = fd.ops.slice(t4, start_indices=[0, 1, 0], end_indices=[fd.ops.size(t4, dim=0), 11, fd.ops.size(t4, dim=2)])
+        fd.add_output(fd.ops.sum(t7, dims=[0, 1, 2], keepdim=False, dtype=DataType.Null))
+        fd.add_output(t3)
+
+    x = np.array([3, -2], dtype=np.int32)
+    runtime, _ = _runtime(build, [x])
+    refused = lowered_groups(runtime.segmented, runtime.name, runtime.signature.index_type)[1]
+    assert all(g.id not in refused for g in runtime.segmented.groups if g.scheduler.value == "reduction")
+    total, padded = _check_kernels_codegen_takes(build, [x])
+    assert float(total) == 31 * 10 * 1
+    np.testing.assert_array_equal(padded.astype(np.float32).ravel(), [-0.75, -0.75, 3, -2, -0.75])
+
+
+def test_an_output_before_a_slice_is_written_whole():
+    # the pointwise kernel iterated the slice's window (its reference) and wrote only
+    # that window of the output the slice was taken from
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Double)
+        t1 = fd.ops.add(0.5, t0)
+        t2 = fd.ops.pad(t1, pad_widths=[2, 0, 0, 2], value=0.001)
+        fd.add_output(fd.ops.slice(t2, start_indices=[0, 285], end_indices=[4, 511]))
+        fd.add_output(t1)
+
+    x = RNG.standard_normal((2, 511))
+    runtime, _ = _runtime(build, [x])
+    assert len(runtime.segmented.groups) == 2
+    reasons = " ".join(r.reason for a in runtime.segmented.attempts for r in a.rejections)
+    assert "is written whole, but the reference" in reasons
+    sliced, shifted = _check(build, [x])
+    np.testing.assert_array_equal(shifted, x + 0.5)
+    np.testing.assert_array_equal(sliced[:2], (x + 0.5)[:, 283:509])
+
+
+def test_an_outer_welford_accumulates_across_its_serial_loops():
+    # var_mean over the outer axis: Welford's running (avg, M2, N) was declared inside the
+    # serial reduction loops (reset every iteration) and stored once per iteration
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, 16], contiguity=[True, True], dtype=DataType.Float)
+        var, mean = fd.ops.var_mean(t0, dims=[0], correction=1, keepdim=False)
+        fd.add_output(var)
+        fd.add_output(mean)
+
+    x = RNG.standard_normal((37, 16)).astype(np.float32)
+    var, mean = _check(build, [x])
+    np.testing.assert_allclose(var, x.var(axis=0, ddof=1), rtol=1e-5)
+    np.testing.assert_allclose(mean, x.mean(axis=0), rtol=1e-5, atol=1e-6)
+
+
+def test_a_reshape_to_an_upstream_size_keeps_that_size():
+    # reshape(t, [size(t,0) * size(t,1), size(t,2)]) after a pad: concretizing the reshape
+    # replaced the pad's own extent, shared as the new size, and left it unbound
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, -1], contiguity=[True, True, True], dtype=DataType.Double)
+        t2 = fd.ops.abs(fd.ops.pad(t0, pad_widths=[3, 0], value=0.5))
+        rows = fd.ops.mul(fd.ops.size(t2, dim=0), fd.ops.size(t2, dim=1))
+        fd.add_output(fd.ops.reshape(t2, new_shape=[rows, fd.ops.size(t2, dim=2)]))
+
+    x = RNG.standard_normal((3, 127, 3))
+    (out,) = _check(build, [x])
+    assert out.shape == (381, 6)
+    np.testing.assert_array_equal(out[:, 3:], np.abs(x).reshape(381, 3))
