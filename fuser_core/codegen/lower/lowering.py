@@ -40,13 +40,6 @@ class Lowering(Stores):
                         op="codegen",
                         tensor=self.name,
                     )
-        for tv in self.outputs:
-            if any(d.is_broadcast and d.has_expanded_extent for d in tv.logical_no_reductions()):
-                raise FuserError(
-                    "an output with an expanded broadcast axis is not generated (it would need a stride-0 allocation)",
-                    op="codegen",
-                    tensor=f"T{tv.name}",
-                )
         for tv in self.materialized:
             if isinstance(tv.definition, ReductionOp | WelfordOp) and tv in self.outputs:
                 raise FuserError(
