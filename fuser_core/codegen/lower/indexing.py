@@ -46,11 +46,15 @@ class Indexing(Predicates):
         full one), its one element there is written only where that index has its first
         valid value (the loops' first iteration's, or 0 past a pad), not by every thread."""
         index, _ = self._loop_index(tv, None, reductions=False)
-        first = {loop_var(d).name: k.Const(INDEX, 0) for d in tv.loop if not d.is_broadcast}
+        first: dict[str, k.Node] = {loop_var(d).name: k.Const(INDEX, 0) for d in tv.loop if not d.is_broadcast}
         cond: k.Node = TRUE
         for dim in tv.logical_no_reductions():
             value = index.get(id(dim))
-            if not (dim.is_broadcast and dim.has_expanded_extent) or value is None or not _loop_vars(value) & first.keys():
+            if (
+                not (dim.is_broadcast and dim.has_expanded_extent)
+                or value is None
+                or not _loop_vars(value) & first.keys()
+            ):
                 continue
             start = _substitute(value, first)
             at = const_value(start)
