@@ -212,9 +212,7 @@ def torch_dtype_supported(dtype: DataType) -> bool:
     return dtype in _TORCH_DTYPES
 
 
-def output_strides(
-    shape: Sequence[int], alloc_order: Sequence[int], expanded: Collection[int] = ()
-) -> tuple[int, ...]:
+def output_strides(shape: Sequence[int], alloc_order: Sequence[int], expanded: Collection[int] = ()) -> tuple[int, ...]:
     """Element strides of a tensor contiguous in its allocation order; an `expanded` axis
     (an expanded broadcast) has stride 0 and takes no memory."""
     strides = [0] * len(shape)
