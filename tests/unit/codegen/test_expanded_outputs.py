@@ -149,3 +149,26 @@ def test_the_reference_values_of_an_expanded_output():
     assert out.strides == (4, 0)
     out[1, 0] = 7.0  # one element of memory per row, as a torch `expand` has
     assert (out[1] == 7.0).all()
+
+
+def squeeze_beside_a_slice(fd):
+    t0 = fd.define_tensor(shape=[-1, 1], contiguity=[None, None], dtype=DataType.Float, stride_order=[1, 0])
+    t1 = fd.ops.slice(t0, start_indices=[55, 0], end_indices=[96, 1])
+    fd.add_output(fd.ops.squeeze(t0, dims=[1]))
+    fd.add_output(t1)
+
+
+def test_an_expanded_output_on_the_loops_of_a_slice_is_written_once():
+    """Its loops run over the slice's window (indices 55..95 of the expanded axis): its one
+    element is written at the window's first index only, not by all 128 threads (found by
+    the fuzzer, seed 3 case 308)."""
+    inputs = [np.lib.stride_tricks.as_strided(np.full(1, 2.5, np.float32), (127, 1), (0, 4))]
+    fd = _fusion(squeeze_beside_a_slice)
+    with use_options(device_model="h100_sxm", backend="reference"):
+        squeezed, sliced = fd.execute(inputs)
+        runtime = fd.runtime_for(inputs)
+    assert squeezed.shape == (127,) and squeezed.strides == (0,) and (squeezed == 2.5).all()
+    assert sliced.shape == (41, 1)
+    assert lowered_groups(runtime.segmented, runtime.name, runtime.signature.index_type)[1] == {}
+    for vectorize in (True, False):
+        assert check_generated_kernels(runtime, inputs, vectorize=vectorize) == ["kernel_g0"]
