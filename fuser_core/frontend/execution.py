@@ -105,6 +105,10 @@ def to_torch(value: Any, dtype: DataType, device: Any) -> Any:
     """An output as a torch tensor of its nvFuser dtype (bf16 and fp8 included) on `device`."""
     torch = sys.modules["torch"]
     wanted = _torch_dtype(torch, dtype)
+    repeated = _repeated_axes(value)
+    if repeated:  # an expanded output: its one element along the axis, seen with stride 0
+        compact = value[tuple(slice(0, 1) if a in repeated else slice(None) for a in range(value.ndim))]
+        return to_torch(compact, dtype, device).expand(tuple(value.shape))
     if _framework(value) == "torch":
         tensor = value
     elif _framework(value) == "cupy":
@@ -122,6 +126,13 @@ def to_torch(value: Any, dtype: DataType, device: Any) -> Any:
         same_size = tensor.element_size() == wanted.itemsize
         tensor = tensor.view(wanted) if same_size and dtype.is_reduced_float else tensor.to(wanted)
     return tensor.to(device) if tensor.device != device else tensor
+
+
+def _repeated_axes(value: Any) -> list[int]:
+    """The axes of stride 0 and size past 1 of a NumPy or CuPy array (an expanded output)."""
+    if _framework(value) not in ("numpy", "cupy") or not getattr(value, "ndim", 0):
+        return []
+    return [a for a in range(value.ndim) if value.strides[a] == 0 and value.shape[a] > 1]
 
 
 def _torch_dtype(torch: Any, dtype: DataType) -> Any:

@@ -49,7 +49,14 @@ from fuser_core.runtime.fast_path import (
     torch_dtype_supported,
 )
 from fuser_core.runtime.launch_errors import FaultKernel, LaunchLog, is_cuda_error, op_locations
-from fuser_core.runtime.reference import bind_leaves, evaluate_fusion, leaf_values
+from fuser_core.runtime.reference import (
+    bind_leaves,
+    compact_index,
+    evaluate_fusion,
+    expanded_axes,
+    expanded_view,
+    leaf_values,
+)
 from fuser_core.runtime.signature import InputSignature
 from fuser_core.scheduler.base import SchedulerType
 from fuser_core.scheduler.device import DeviceProperties
@@ -263,6 +270,8 @@ class GeneratedGroup:
         self.outputs = [tv for tv in self.fusion.outputs if isinstance(tv, TensorView)]
         self.inputs = [tv for tv in self.fusion.inputs if isinstance(tv, TensorView)]
         self.alloc_orders = {f"T{tv.name}": _alloc_order(tv) for tv in [*self.inputs, *self.outputs]}
+        # An output's expanded broadcast axes: allocated with one element, seen with stride 0.
+        self.expanded = {f"T{tv.name}": expanded_axes(tv) for tv in self.outputs}
         self.last_cache_hit = True
         self.lines = op_locations(group.exprs)  # the script lines of its ops, for CUDA errors
         # Workspace buffers kept between launches: by workspace, (elements, device array).
@@ -311,7 +320,7 @@ class GeneratedGroup:
             shape = [
                 evaluate(_extent_node(self.kernel, tv, axis), sizes, strides, scalar_values) for axis in range(tv.ndim)
             ]
-            array = _empty(cupy, shape, tv.dtype, self.alloc_orders[name])
+            array = _empty(cupy, shape, tv.dtype, self.alloc_orders[name], self.expanded[name])
             tensors[tv.name] = array
             sizes[name] = shape
             strides[name] = [[s // max(array.itemsize, 1) for s in array.strides][a] for a in self.alloc_orders[name]]
@@ -407,12 +416,28 @@ def _alloc_order(tv: TensorView) -> list[int]:
     return [next(i for i, d in enumerate(logical) if d is a) for a in alloc]
 
 
-def _empty(cupy: Any, shape: Sequence[int], dtype: DataType, alloc_order: Sequence[int]) -> Any:
-    """A device array with the strides of its allocation order (contiguous in it)."""
+def _empty(
+    cupy: Any, shape: Sequence[int], dtype: DataType, alloc_order: Sequence[int], expanded: frozenset[int] = frozenset()
+) -> Any:
+    """A device array with the strides of its allocation order (contiguous in it). Along an
+    expanded broadcast axis it holds one element and has stride 0, as nvFuser allocates it:
+    the kernel writes only that element."""
     storage = _cupy_dtype(dtype)
-    permuted = cupy.empty([shape[a] for a in alloc_order], dtype=storage)
+    compact = [1 if axis in expanded else size for axis, size in enumerate(shape)]
+    permuted = cupy.empty([compact[a] for a in alloc_order], dtype=storage)
     inverse = [alloc_order.index(axis) for axis in range(len(shape))]
-    return permuted.transpose(inverse) if list(alloc_order) != sorted(alloc_order) else permuted
+    array = permuted.transpose(inverse) if list(alloc_order) != sorted(alloc_order) else permuted
+    return cupy.broadcast_to(array, tuple(shape)) if expanded else array
+
+
+def _stride0_axes(array: Any) -> frozenset[int]:
+    """The axes of a device or host array that repeat one element (stride 0, size past 1)."""
+    return frozenset(a for a in range(array.ndim) if array.strides[a] == 0 and array.shape[a] > 1)
+
+
+def _stored_elements(array: Any) -> int:
+    """Elements an array's memory holds: an axis of stride 0 holds one."""
+    return math.prod(1 if axis in _stride0_axes(array) else n for axis, n in enumerate(array.shape))
 
 
 def bits_only(dtype: DataType) -> bool:
@@ -447,31 +472,27 @@ class HostGroup:
         results = evaluate_fusion(self.fusion, ev)
         for out, value in zip(self.fusion.outputs, results, strict=True):
             if isinstance(out, TensorView):
-                tensors[out.name] = _to_device_array(cupy, _compact(np.asarray(value), out), out.dtype)
+                # An expanded axis keeps stride 0 on the device: a kernel reads it so.
+                tensors[out.name] = _to_device_array(cupy, np.asarray(value), out.dtype, expanded_axes(out))
 
 
 def _to_host_array(array: Any, dtype: DataType) -> np.ndarray:
-    host = array.get()
-    return host.view(dtype.numpy) if bits_only(dtype) else host
+    """A device array on the host; an axis of stride 0 stays stride 0 (one element copied)."""
+    expanded = _stride0_axes(array)
+    host = (array[compact_index(array.ndim, expanded)] if expanded else array).get()
+    host = host.view(dtype.numpy) if bits_only(dtype) else host
+    return expanded_view(host, array.shape) if expanded else host
 
 
-def _compact(host: np.ndarray, tv: TensorView) -> np.ndarray:
-    """A value whose expanded broadcast axes are views of one element (stride 0), as
-    kernels reading `tv` index it: its contiguity counts no storage for those axes."""
-    logical = tv.logical_no_reductions()
-    expanded = [a for a, d in enumerate(logical) if d.is_broadcast and d.expanded_extent is not None]
-    if not expanded or host.ndim != len(logical):
-        return host
-    first = host[tuple(slice(0, 1) if a in expanded else slice(None) for a in range(host.ndim))]
-    return np.broadcast_to(first, host.shape)
-
-
-def _to_device_array(cupy: Any, host: np.ndarray, dtype: DataType) -> Any:
+def _to_device_array(cupy: Any, host: np.ndarray, dtype: DataType, expanded: frozenset[int] = frozenset()) -> Any:
+    """A host array on the device; along the `expanded` axes only its first element is
+    copied, and the device array has stride 0 there."""
+    compact = host[compact_index(host.ndim, expanded)] if expanded else host
     if bits_only(dtype):
-        # np.ascontiguousarray would make a 0-dim result (a full reduction) 1-dim; a
-        # view keeps the stride-0 axes of an expanded value
-        host = host.view(np.uint16 if dtype.itemsize == 2 else np.uint8)
-    return _upload(cupy, host)
+        # (np.ascontiguousarray would make a 0-dim result, a full reduction, 1-dim)
+        compact = np.asarray(compact, order="C").view(np.uint16 if dtype.itemsize == 2 else np.uint8)
+    device = cupy.asarray(compact)
+    return cupy.broadcast_to(device, host.shape) if expanded else device
 
 
 class CudaExecutable:
@@ -660,7 +681,7 @@ class CudaExecutable:
                     return None
                 shape = tuple(evaluate(_extent_node(step.kernel, tv, a), sizes, alloc, values) for a in range(tv.ndim))
                 order = step.alloc_orders[name]
-                shapes[tv.name], strides[tv.name] = shape, output_strides(shape, order)
+                shapes[tv.name], strides[tv.name] = shape, output_strides(shape, order, step.expanded[name])
                 sizes[name], alloc[name] = shape, [strides[tv.name][a] for a in order]
                 outputs.append(PlannedOutput(tv.name, shape, strides[tv.name], tv.dtype))
             planned = self._fast_launch(step, sizes, alloc, values, positions, outputs)
@@ -785,20 +806,23 @@ def _upload(cupy: Any, host: np.ndarray) -> Any:
 
 
 def _to_torch(array: Any, dtype: DataType) -> Any:
+    """A device array as a torch tensor of the same memory; an axis of stride 0 (an
+    expanded output) is a torch `expand` of its one element, as nvFuser returns it."""
     torch = sys.modules["torch"]
-    tensor = torch.from_dlpack(array)
+    expanded = _stride0_axes(array)
+    tensor = torch.from_dlpack(array[compact_index(array.ndim, expanded)] if expanded else array)
     if dtype == DataType.BFloat16:
-        return tensor.view(torch.bfloat16)
-    if dtype == DataType.Half:
-        return tensor.view(torch.float16)
-    return tensor
+        tensor = tensor.view(torch.bfloat16)
+    elif dtype == DataType.Half:
+        tensor = tensor.view(torch.float16)
+    return tensor.expand(array.shape) if expanded else tensor
 
 
 def _record(
     step: GeneratedGroup, params: LaunchParams, tensors: dict[int, Any], device: DeviceProperties, vectorized: bool
 ) -> LaunchRecord:
-    read = sum(int(tensors[tv.name].size) * tv.dtype.itemsize for tv in step.inputs)
-    written = sum(int(tensors[tv.name].size) * tv.dtype.itemsize for tv in step.outputs)
+    read = sum(_stored_elements(tensors[tv.name]) * tv.dtype.itemsize for tv in step.inputs)
+    written = sum(_stored_elements(tensors[tv.name]) * tv.dtype.itemsize for tv in step.outputs)
     compiled = step._compiled.get(vectorized)
     function = compiled.function if compiled else None
     seconds_estimate = (read + written) / _peak(device)

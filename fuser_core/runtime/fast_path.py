@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,11 +212,14 @@ def torch_dtype_supported(dtype: DataType) -> bool:
     return dtype in _TORCH_DTYPES
 
 
-def output_strides(shape: Sequence[int], alloc_order: Sequence[int]) -> tuple[int, ...]:
-    """Element strides of a tensor contiguous in its allocation order."""
+def output_strides(shape: Sequence[int], alloc_order: Sequence[int], expanded: Collection[int] = ()) -> tuple[int, ...]:
+    """Element strides of a tensor contiguous in its allocation order; an `expanded` axis
+    (an expanded broadcast) has stride 0 and takes no memory."""
     strides = [0] * len(shape)
     running = 1
     for axis in reversed(list(alloc_order)):
+        if axis in expanded:
+            continue
         strides[axis] = running
         running *= max(shape[axis], 1)
     return tuple(strides)

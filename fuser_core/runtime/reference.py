@@ -134,8 +134,32 @@ def _output_value(fusion: Fusion, out: Val, value: Any) -> Any:
     array = np.asarray(value).astype(out.dtype.numpy, copy=False)
     order = fusion.output_stride_order.get(out) or _allocation_order(out)
     # An output is laid out as its allocation domain says (a requirement, or a hint its
-    # kernel kept); without one it is row-major, as nvFuser allocates it.
-    return with_stride_order(array, order) if order else np.array(array, order="C", copy=True)
+    # kernel kept); without one it is row-major, as nvFuser allocates it. An expanded
+    # broadcast axis holds one element and has stride 0, as nvFuser returns it.
+    expanded = expanded_axes(out)
+    compact = array[compact_index(array.ndim, expanded)] if expanded else array
+    laid = with_stride_order(compact, order) if order else np.array(compact, order="C", copy=True)
+    return expanded_view(laid, array.shape) if expanded else laid
+
+
+def expanded_axes(tv: TensorView) -> frozenset[int]:
+    """The logical axes of `tv` that are broadcasts expanded to a size: an output holds one
+    element along each (stride 0), as nvFuser allocates it, and a kernel indexes it so."""
+    return frozenset(
+        axis for axis, d in enumerate(tv.logical_no_reductions()) if d.is_broadcast and d.has_expanded_extent
+    )
+
+
+def compact_index(ndim: int, expanded: frozenset[int]) -> tuple[slice, ...]:
+    """The index that keeps the first element along each expanded axis (a view)."""
+    return tuple(slice(0, 1) if axis in expanded else slice(None) for axis in range(ndim))
+
+
+def expanded_view(compact: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """`compact` (size 1 along the expanded axes) seen at `shape` with stride 0 along them:
+    a writable view of the same memory, as torch's `expand` gives."""
+    strides = [0 if c == 1 and n != 1 else st for c, n, st in zip(compact.shape, shape, compact.strides, strict=True)]
+    return np.lib.stride_tricks.as_strided(compact, tuple(shape), tuple(strides))
 
 
 def _allocation_order(tv: TensorView) -> list[int] | None:

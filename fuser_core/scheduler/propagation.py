@@ -88,7 +88,9 @@ def _slices(tv: TensorView) -> bool:
     negative or run-time width."""
     domain = tv.domain
     for expr in transforms_between(domain.maybe_root, domain.logical):
-        if isinstance(expr, Resize) and not all(_at_least_zero(w) for w in (expr.left, expr.right)):
+        if not isinstance(expr, Resize) or expr.inputs[0].is_broadcast:  # type: ignore[attr-defined]
+            continue  # a window of an expanded axis holds the one element all of it stores
+        if not all(_at_least_zero(w) for w in (expr.left, expr.right)):
             return True
     return False
 

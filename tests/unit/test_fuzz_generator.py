@@ -29,35 +29,20 @@ SMALL = 4096  # the CPU mode's largest tensor
 
 # Constructs that fuser_core fails on today (found by this fuzzer in CPU mode; the final
 # report of the fuzzer's task has a minimal repro of each). Excluded where a test below
-# must pass, each named with the bug it avoids:
-REFERENCE_BUGS = [
-    "full_reduction",  # IndexError in scheduler/reduction.py _vector_width: a reduction over every
-    # axis of a padded 2-D tensor, or var_mean/welford of an expanded 1-D input
-    "resize_with_welford",  # UnboundValue "i0 has no value" in the reference: a slice or pad of a
-    # welford/var_mean result (or of the value it reduces)
-    "cat",  # InternalError "cat input ... is not defined by a pad": cat of two slices of one
-    # tensor when a slice is also used outside the cat
-]
+# must pass, each named with the bug it avoids. Fixed since and no longer excluded:
+# full_reduction, resize_with_welford, cat, expand, scalar_input, welford_outer,
+# double_min_max, integer_fmod, resize_of_expanded (tests/unit/codegen/test_fuzz_regressions.py).
+REFERENCE_BUGS: list[str] = []
 KERNEL_BUGS = [
     *REFERENCE_BUGS,
-    "expanded_input",  # pad/cat of a stride-0 input reads the pad value or 0 instead of the data;
-    # reshape of one vectorizes past its one-element storage
+    "expanded_input",  # reshape of a stride-0 input vectorizes past its one-element storage
     "permuted_input",  # vectorized loads of a permuted input (reshape + sum) are misaligned
     "strided_input",  # a slice of a gapped (non-contiguous) input reads index -1
-    "multi_output",  # a second output read through a slice by a reduction is written only where
-    # sliced; a broadcast-shaped output beside a full one is left partly unwritten
+    "multi_output",  # a broadcast-shaped output beside a full one is left partly unwritten
     "broadcast_reduction",  # welford over dims including a broadcast axis writes var_sum 4 times
     "narrow_reduction",  # a Half reduction result is used unrounded inside its kernel
-    "resize_of_expanded",  # pad or slice of an expanded broadcast reads the wrong elements
     "reduction_of_resize",  # a reduction of a slice vectorizes misaligned loads
     "stride_order",  # an output with stride_order [0, 1] gets a misaligned vector store
-    "expand",  # a reduction group's expanded output, run on the host, is read by the next
-    # kernel as if stride 0 (broadcast_in_dim of a sum to another input's shape, times it)
-    "scalar_input",  # eq(Float tensor, Double scalar input) compares in double in the kernel,
-    # in float in the reference
-    "welford_outer",  # var_mean over an outer axis writes each variance 2..20 times (on the GPU, wrong values)
-    "double_min_max",  # NVRTC: identifier "INFINITY" is undefined in a max/min reduction of Double
-    "integer_fmod",  # NVRTC: more than one instance of overloaded function "fmod" (fmod of Int32/Int)
 ]
 
 

@@ -8,10 +8,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fuser_core.codegen import kernel_ir as k
-from fuser_core.codegen.lower.model import INDEX, TRUE, Coords, Instance, _primary, concrete, loop_var
+from fuser_core.codegen.lower.model import (
+    INDEX,
+    TRUE,
+    Coords,
+    Instance,
+    _loop_vars,
+    _primary,
+    _substitute,
+    concrete,
+    loop_var,
+)
 from fuser_core.codegen.lower.predicates import Predicates, _propagate_overflow
-from fuser_core.codegen.simplify import add, div, land, lt, mod, mul, sub
+from fuser_core.codegen.simplify import add, const_value, div, land, lt, mod, mul, sub
 from fuser_core.errors import InternalError
+from fuser_core.ir.dtype import DataType
 from fuser_core.ir.iter_domain import IterDomain, Merge, Resize, Split
 from fuser_core.ir.tensor_exprs import BroadcastOp, CatOp, PadOp, ReductionOp, SqueezeOp, WelfordOp
 from fuser_core.ir.tensor_view import MemoryType, TensorView, transforms_between
@@ -28,6 +39,29 @@ class Indexing(Predicates):
         index, valid = self._loop_index(tv, lanes, reductions=False)
         coords = [k.Const(INDEX, 0) if dim.is_broadcast else index[id(dim)] for dim in tv.logical_no_reductions()]
         return Instance(tuple(coords), valid)
+
+    def broadcast_write_once(self, tv: TensorView) -> k.Node:
+        """Where a tensor's loops run an index along one of its expanded broadcast axes
+        (loops it shares with a tensor that iterates that axis: an expanded output beside a
+        full one), its one element there is written only where that index has its first
+        valid value (the loops' first iteration's, or 0 past a pad), not by every thread."""
+        index, _ = self._loop_index(tv, None, reductions=False)
+        first: dict[str, k.Node] = {loop_var(d).name: k.Const(INDEX, 0) for d in tv.loop if not d.is_broadcast}
+        cond: k.Node = TRUE
+        for dim in tv.logical_no_reductions():
+            value = index.get(id(dim))
+            if (
+                not (dim.is_broadcast and dim.has_expanded_extent)
+                or value is None
+                or not _loop_vars(value) & first.keys()
+            ):
+                continue
+            start = _substitute(value, first)
+            at = const_value(start)
+            if at is not None:  # the index only grows with the loops: its first valid value
+                start = k.Const(INDEX, max(int(at), 0))
+            cond = land(cond, k.Bin(DataType.Bool, "==", value, start))
+        return cond
 
     def _loop_index(
         self, tv: TensorView, lanes: Mapping[int, k.Node] | None, reductions: bool

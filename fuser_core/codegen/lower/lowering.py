@@ -9,11 +9,13 @@ from collections.abc import Iterator
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.model import HARDWARE, concrete, loop_var
 from fuser_core.codegen.lower.stores import Stores
-from fuser_core.codegen.simplify import index_bounds
+from fuser_core.codegen.simplify import const_value, index_bounds
 from fuser_core.errors import FuserError
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.iter_domain import Resize
 from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
+from fuser_core.ir.tensor_view import TensorView, transforms_between
 from fuser_core.scheduler.loop_check import loop_domain_problems
 
 
@@ -41,11 +43,12 @@ class Lowering(Stores):
                         tensor=self.name,
                     )
         for tv in self.outputs:
-            if any(d.is_broadcast and d.has_expanded_extent for d in tv.logical_no_reductions()):
+            shrunk = _shrinking_resize(self, tv)
+            if shrunk is not None:  # its loops run over a slice of it: the rest would go unwritten
                 raise FuserError(
-                    "an output with an expanded broadcast axis is not generated (it would need a stride-0 allocation)",
+                    f"the schedule's loops do not cover the data (output T{tv.name} is iterated through {shrunk})",
                     op="codegen",
-                    tensor=f"T{tv.name}",
+                    tensor=self.name,
                 )
         for tv in self.materialized:
             if isinstance(tv.definition, ReductionOp | WelfordOp) and tv in self.outputs:
@@ -103,6 +106,22 @@ class Lowering(Stores):
             workspaces=self.workspaces,
             max_threads=self._max_threads() if self.reduce_scratch else 0,
         )
+
+
+def _shrinking_resize(lowering: Stores, tv: TensorView) -> Resize | None:
+    """A Resize between `tv`'s logical and loop domains that may cut elements off one of its
+    iterated axes (a slice's, or widths unknown until run time), or None. Along a broadcast
+    axis (an expanded one) there is one element to write, which any window holds."""
+    iterated = {id(d) for d in tv.logical if not d.is_broadcast}
+    for expr in transforms_between(tv.logical, tv.loop):
+        if not any(id(i) in iterated for i in expr.inputs):
+            continue
+        iterated.update(id(o) for o in expr.outputs)
+        if isinstance(expr, Resize):
+            widths = [const_value(lowering.scalar(w, DataType.Index)) for w in (expr.left, expr.right)]
+            if any(w is None or w < 0 for w in widths):
+                return expr
+    return None
 
 
 def _unscoped_buffer(body: list[k.Stmt], globals_: set[str]) -> str | None:

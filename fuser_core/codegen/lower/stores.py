@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fuser_core.codegen import kernel_ir as k
-from fuser_core.codegen.lower.model import INDEX, TRUE, Instance, _Scope, _substitute, concrete, loop_var
+from fuser_core.codegen.lower.model import INDEX, TRUE, Instance, _loop_vars, _Scope, _substitute, concrete, loop_var
 from fuser_core.codegen.lower.reductions import Reductions
 from fuser_core.codegen.simplify import const_value, land
 from fuser_core.ir.iter_domain import ParallelType
@@ -41,13 +41,18 @@ class Stores(Reductions):
             return 1
         if last.is_broadcast:  # one element, read by every lane: no vector access
             return 1
+        if tv in self.outputs:
+            coords = self.own_instance(tv).coords
+            if loop_var(last).name not in set().union(*(_loop_vars(c) for c in coords)):
+                return 1  # its lanes run along a broadcast axis of the output: one element, no vector
         width = const_value(self.extent(last))
         return int(width) if width is not None else 1
 
     def _store_global(self, tv: TensorView, inst: Instance, vector: int) -> None:
         name = f"T{tv.name}"
         if vector == 1:
-            with self._predicated(land(self._write_predicate(tv), inst.valid)):
+            once = self.broadcast_write_once(tv)
+            with self._predicated(land(land(self._write_predicate(tv), once), inst.valid)):
                 value = self.value_of_definition(tv, inst)
                 self._emit(k.Store(name, self.global_index(tv, inst.coords), value))
             return

@@ -69,6 +69,11 @@ def bind(array: np.ndarray, order: list[int], tv: TensorView | None = None) -> T
     return TensorBinding(laid.reshape(-1), tuple(array.shape), tuple(strides))
 
 
+def expanded_axes(tv: TensorView) -> set[int]:
+    """The logical axes of `tv` that are broadcasts expanded to a size (stride 0 when output)."""
+    return {a for a, d in enumerate(tv.logical_no_reductions()) if d.is_broadcast and d.has_expanded_extent}
+
+
 def check_generated_kernels(runtime: Any, inputs: list[Any], vectorize: bool = True, exact: bool = False) -> list[str]:
     """Every generated kernel of `runtime`, interpreted on the values the reference gives its
     inputs, against the reference's outputs of that group (bit for bit if `exact`).
@@ -103,12 +108,19 @@ def check_generated_kernels(runtime: Any, inputs: list[Any], vectorize: bool = T
             for tv, value in zip(scheduled.outputs, expected, strict=True):
                 value = np.asarray(value)
                 order = alloc_order(tv)
-                storage = np.empty(value.size, value.dtype)
+                # An expanded broadcast axis is allocated with one element and stride 0, as
+                # the runtime allocates it: the kernel writes the compact data only.
+                expanded = expanded_axes(tv)
+                compact = value[tuple(slice(0, 1) if a in expanded else slice(None) for a in range(value.ndim))]
+                storage = np.empty(compact.size, value.dtype)
                 storage[...] = np.nan if value.dtype.kind == "f" else -12345
-                laid_shape = [value.shape[a] for a in order]
-                strides = np.cumprod([1, *laid_shape[::-1]])[:-1][::-1]
-                bindings[f"T{tv.name}"] = TensorBinding(storage, tuple(value.shape), tuple(int(s) for s in strides))
-                outputs[tv.name] = (storage, laid_shape, order, value)
+                laid_shape = [compact.shape[a] for a in order]
+                strides = [
+                    0 if order[i] in expanded else int(s)
+                    for i, s in enumerate(np.cumprod([1, *laid_shape[::-1]])[:-1][::-1])
+                ]
+                bindings[f"T{tv.name}"] = TensorBinding(storage, tuple(value.shape), tuple(strides))
+                outputs[tv.name] = (storage, laid_shape, order, compact)
             scalars = {f"s{v.name}": scalars_by_name[v.name] for v in scheduled.inputs if not isinstance(v, TensorView)}
             scalars.update({s.name: leaves[s.leaf] for s in kernel.scalars if s.leaf is not None})
             writes = LaneWrites()

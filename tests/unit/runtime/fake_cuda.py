@@ -143,10 +143,17 @@ def fake_cupy(device: FakeDevice) -> ModuleType:
     cuda.get_current_stream = lambda: stream  # type: ignore[attr-defined]
     cuda.alloc = lambda n: device.allocate("alloc")  # type: ignore[attr-defined]
     cupy.cuda = cuda  # type: ignore[attr-defined]
-    # The fast path's outputs: cupy.ndarray(shape, dtype, memory, strides=...) (strides
-    # are those of a contiguous tensor in the tests).
-    cupy.ndarray = lambda shape, dtype, memory, strides: wrap(np.zeros(shape, dtype), "ndarray")  # type: ignore[attr-defined]
+    # The fast path's outputs: cupy.ndarray(shape, dtype, memory, strides=...), with the
+    # strides asked for (0 along an expanded axis).
+    cupy.ndarray = lambda shape, dtype, memory, strides: wrap(_strided(shape, dtype, strides), "ndarray")  # type: ignore[attr-defined]
     return cupy
+
+
+def _strided(shape: Any, dtype: Any, strides: Any) -> np.ndarray:
+    """A zeroed array of `shape` with byte `strides`, over just the memory they reach."""
+    itemsize = np.dtype(dtype).itemsize
+    elements = 1 + sum((n - 1) * s // itemsize for n, s in zip(shape, strides, strict=True)) if all(shape) else 1
+    return np.lib.stride_tricks.as_strided(np.zeros(max(elements, 1), dtype), tuple(shape), tuple(strides))
 
 
 def _no_properties(device_id: int) -> Any:
