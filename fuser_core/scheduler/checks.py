@@ -29,11 +29,13 @@ def covering_output(group: GroupView, candidates: list[TensorView]) -> TensorVie
         needed: set[int] = set()
         for tv in group.tensors:
             needed |= concrete_sets(group.id_map, tv)
-        best = None
-        for tv in candidates:
-            if needed <= ancestor_sets(group.id_map, tv, group.links) and (best is None or tv.ndim > best.ndim):
-                best = tv
-        group.references[key] = best
+        # Among the covering tensors, the one iterating the most axes itself: a
+        # broadcast-shaped output covers its broadcast only through a link, and its loops
+        # would have extent 1 there.
+        covering = [tv for tv in candidates if needed <= ancestor_sets(group.id_map, tv, group.links)]
+        group.references[key] = max(
+            covering, key=lambda tv: (len(concrete_sets(group.id_map, tv)), tv.ndim), default=None
+        )
     return group.references[key]
 
 

@@ -104,6 +104,23 @@ class IdMap:
         output axis is made, through its inputs' pads, from what they padded."""
         return self._sources.get(key, [])
 
+    def inner_source(self, key: int) -> int | None:
+        """The exact set whose consecutive elements make consecutive elements of set `key`
+        (the inner axis of a merge, the axis an inner split or a resize came from); None
+        when consecutive elements of `key` are not consecutive in what it came from (the
+        outer output of a split) or it came from nothing."""
+        for member in self._ids:
+            if self.exact(member) != key:
+                continue
+            definition = member.definition
+            if isinstance(definition, Merge):
+                return self.exact(definition.inputs[1])  # type: ignore[arg-type]
+            if isinstance(definition, Split):
+                return self.exact(definition.inputs[0]) if member is definition.outputs[1] else None  # type: ignore[arg-type]
+            if isinstance(definition, Resize):
+                return self.exact(definition.inputs[0])  # type: ignore[arg-type]
+        return None
+
     def resized_sets(self) -> set[int]:
         """Exact sets of axes a pad, slice or cat resized: where they start in memory is a
         run-time offset (a pad width, a piece boundary)."""

@@ -34,6 +34,7 @@ from fuser_core.scheduler.checks import (
     uncovered_message,
 )
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
+from fuser_core.scheduler.id_map import IdMap, reduction_sets
 from fuser_core.scheduler.tensor_ops import rfactor
 
 # Per-thread register budget for a persistent batch: what is left of 255 registers
@@ -80,6 +81,9 @@ class ReductionScheduler:
         reference = group.reduction_tvs()[0]
         if covering_output(group, [reference]) is None:
             return reject(self.type, uncovered_message(group, [reference]), RejectCategory.disjoint_domains)
+        rejection = _broadcast_along_own_reduction(self.type, group, reference)
+        if rejection is not None:
+            return rejection
         persistent = needs_persistence(group)
         if persistent and not self.persistent:
             return reject(self.type, "need persistent buffers that reduction scheduler doesn't handle")
@@ -169,7 +173,9 @@ class ReductionScheduler:
         limits = {tv.name: iteration_positions for tv in caches.inputs if self.persistent}
         limits.update(dict.fromkeys(params.buffers, iteration_positions))
         # Global loads and stores both go in vectors (16-byte stores, not one store per element).
-        vectorized = {tv.name for tv in caches.inputs} | {
+        sources = {cache.name: cache.definition.inputs[0] for cache in caches.inputs}  # type: ignore[union-attr]
+        scalar = _broadcast_along_vectors(fusion, reference, params.inner, list(sources.values()))  # type: ignore[arg-type]
+        vectorized = {name for name, source in sources.items() if source.name not in scalar} | {
             tv.name for tv in fusion.outputs if isinstance(tv, TensorView)
         }
         common.propagate_from(fusion, partial, vectorized=vectorized, scheduled=scheduled)
@@ -192,6 +198,23 @@ class OuterPersistentScheduler(ReductionScheduler):
     type = SchedulerType.outer_persistent
     persistent = True
     inner = False
+
+
+def _broadcast_along_own_reduction(kind: SchedulerType, group: GroupView, reference: TensorView) -> Rejection | None:
+    """A broadcast axis the reduction carries through (a size-1 axis of its input) that the
+    group then broadcasts along the reduced axis itself: the schedule merges it into the
+    iteration axes, so the tensors it reaches would iterate the reduced axis there as
+    extent 1 and be left partly unwritten."""
+    reduced = reduction_sets(group.id_map, reference)
+    links = group.links
+    for dim in reference.logical:
+        if dim.is_broadcast and not dim.is_reduction and reduced & set(links.get(group.id_map.exact(dim), ())):
+            return reject(
+                kind,
+                f"the broadcast axis {dim} of T{reference.name} is broadcast along its own reduced axis",
+                RejectCategory.self_mapping,
+            )
+    return None
 
 
 def _limit_to_own_iteration_loops(
@@ -326,21 +349,20 @@ def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: b
     """Vectors run along the merged fastest axis (R for an inner reduction, I for an
     outer one): only the part of it that is contiguous in memory, the trailing axes of
     the merged set before another axis comes between them, can be read in vectors."""
-    if inner:
-        vector_axis = [d for d in ref.logical if d.is_reduction][-1]
-    else:
-        iteration = [d for d in common.layout_order(ref) if not d.is_reduction]
-        if not iteration:  # an outer-classified reduction to a scalar: no iteration axis to vectorize
-            return 1
-        vector_axis = iteration[-1]
+    vector_axis = _vector_axis(ref, inner)
+    if vector_axis is None:  # an outer-classified reduction to a scalar: no iteration axis to vectorize
+        return 1
     vector_set = group.id_map.exact(vector_axis)
     if _reached_through_transforms(group, vector_set):
         return 1
     held: list[int] = []  # a vector stays within each tensor's contiguous run along the axis
+    chain = _inner_chain(group.id_map, vector_set)
     for tv in group.inputs:  # each global tensor along that axis must hold it innermost, contiguous
-        if not any(group.id_map.exact(d) == vector_set for d in tv.logical):
-            continue
-        extent = common.inner_extent(group, info, tv, vector_set)
+        own = {group.id_map.exact(d) for d in tv.logical}
+        key = next((k for k in chain if k in own), None)  # through a reshape: its innermost component
+        if key is None:
+            continue  # constant along the vector axis: read element by element
+        extent = common.inner_extent(group, info, tv, key)
         if extent is None:
             return 1
         held.append(extent)
@@ -349,6 +371,12 @@ def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: b
         holds = any(group.id_map.exact(d) == vector_set for d in dims)
         if holds and group.id_map.exact(dims[-1]) != vector_set:
             return 1
+        if holds and tv.domain.allocation is not None and not tv.domain.allocation_is_hint:
+            # the user's stride order is kept: the vector axis must be innermost in it
+            extent = common.inner_extent(group, info, tv, vector_set)
+            if extent is None:
+                return 1
+            held.append(extent)
     reduced = [d.is_reduction for d in ref.logical]
     contiguous = 1
     for dim, is_reduced in reversed(list(zip(ref.logical, reduced, strict=True))):
@@ -358,6 +386,35 @@ def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: b
             break
         contiguous *= max(1, info.extent(dim))
     return common.vector_width(group, info, [length if inner else rows, contiguous, *held])
+
+
+def _vector_axis(ref: TensorView, inner: bool) -> IterDomain | None:
+    if inner:
+        return [d for d in ref.logical if d.is_reduction][-1]
+    iteration = [d for d in common.layout_order(ref) if not d.is_reduction]
+    return iteration[-1] if iteration else None
+
+
+def _inner_chain(id_map: IdMap, key: int) -> list[int]:
+    """Set `key`, the set its consecutive elements come from through a reshape or resize,
+    and so on: the axes a vector along `key` walks in each tensor it was made from."""
+    chain: list[int] = []
+    current: int | None = key
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = id_map.inner_source(current)
+    return chain
+
+
+def _broadcast_along_vectors(fusion: Fusion, ref: TensorView, inner: bool, inputs: list[TensorView]) -> set[int]:
+    """The inputs (by name) that do not vary along the vector axis: one element of such
+    an input stands for a whole vector of the others, so it is read element by element."""
+    vector_axis = _vector_axis(ref, inner)
+    if vector_axis is None:
+        return set()
+    id_map = IdMap(fusion.exprs())
+    chain = set(_inner_chain(id_map, id_map.exact(vector_axis)))
+    return {tv.name for tv in inputs if not {id_map.exact(d) for d in tv.logical} & chain}
 
 
 def _reached_through_transforms(group: GroupView, vector_set: int) -> bool:

@@ -48,9 +48,13 @@ class Compute(Buffers):
 
     def _local_name(self, tv: TensorView) -> str:
         base = f"T{tv.name}"
-        count = self.local_names.get(base, 0)
-        self.local_names[base] = count + 1
-        return base if count == 0 else f"{base}_{count}"
+        taken = set(self.buffers.values())  # a reduction's buffers are named T<n>_<k> too
+        while True:
+            count = self.local_names.get(base, 0)
+            self.local_names[base] = count + 1
+            name = base if count == 0 else f"{base}_{count}"
+            if name not in taken:
+                return name
 
     def _value(self, tv: TensorView, inst: Instance) -> k.Node:
         if tv.definition is None:
@@ -60,7 +64,9 @@ class Compute(Buffers):
             if tv.memory_type == MemoryType.Shared:
                 return k.Read(tv.dtype, f"T{tv.name}", self._padded(tv, self._forward_slot(tv, inst.coords)))
             buffer = self.buffers[(tv.name, self._for_buffer(primary, inst))]
-            return k.Read(self.buffer_dtypes.get(buffer, tv.dtype), buffer, self._read_slot(primary, inst.coords))
+            read = k.Read(self.buffer_dtypes.get(buffer, tv.dtype), buffer, self._read_slot(primary, inst.coords))
+            # a Half reduction accumulates in float; what it gives its consumers is Half
+            return read if read.dtype == tv.dtype else _cast(tv.dtype, read)
         return self._compute(tv, inst)
 
     def _load(self, tv: TensorView, inst: Instance) -> k.Node:

@@ -141,3 +141,87 @@ def test_a_reshape_to_an_upstream_size_keeps_that_size():
     (out,) = _check(build, [x])
     assert out.shape == (381, 6)
     np.testing.assert_array_equal(out[:, 3:], np.abs(x).reshape(381, 3))
+
+
+def test_a_broadcast_shaped_output_is_not_the_reference_of_a_bigger_one():
+    # [1, 5] and [31, 5] outputs: the [1, 5] one covered the other only through its
+    # broadcast, yet was chosen, and the kernel launched for 5 elements of 155
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        t2 = fd.define_tensor(shape=[1, 5], contiguity=[None, True], dtype=DataType.Float)
+        t3 = fd.ops.sin(t2)
+        fd.add_output(fd.ops.remainder(t0, t3))
+        fd.add_output(t3)
+
+    x0 = RNG.standard_normal((31, 5)).astype(np.float32)
+    x2 = RNG.standard_normal((1, 5)).astype(np.float32)
+    runtime, _ = _runtime(build, [x0, x2])
+    assert runtime.segmented.groups[0].params.elements == 155
+    _check(build, [x0, x2])
+
+
+def test_a_reduction_broadcast_back_along_its_own_reduced_axis_is_split():
+    # sum over axis 1 of [1, S1, S2] keeps the size-1 axis, which `where` then broadcasts
+    # along S1, the reduced axis: the reduction kernel wrote S2 of the S1 * S2 elements
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        t3 = fd.ops.broadcast_in_dim(
+            t0, shape=[1, fd.ops.size(t0, dim=0), fd.ops.size(t0, dim=1)], broadcast_dims=[1, 2]
+        )
+        t4 = fd.ops.sum(t3, dims=[1], keepdim=False, dtype=DataType.Null)
+        fd.add_output(fd.ops.where(fd.ops.lt(t0, -1.25), t4, t0))
+
+    x = RNG.standard_normal((64, 16)).astype(np.float32)
+    runtime, _ = _runtime(build, [x])
+    assert "broadcast along its own reduced axis" in " ".join(
+        r.reason for a in runtime.segmented.attempts for r in a.rejections
+    )
+    (out,) = _check(build, [x])
+    np.testing.assert_allclose(out, np.where(x < -1.25, x.sum(axis=0), x), rtol=1e-5, atol=1e-5)
+
+
+def test_reduction_vectors_follow_each_input_through_reshapes():
+    # a permuted input reshaped to 1-D was read in vectors of 4 along its outer axis; an
+    # input broadcast along the vector axis was read as 8 consecutive elements
+    def permuted(fd):
+        t1 = fd.define_tensor(shape=[3, 8], contiguity=[True, True], dtype=DataType.Int32)
+        flat = fd.ops.reshape(fd.ops.permute(t1, dims=[1, 0]), new_shape=[24])
+        fd.add_output(fd.ops.max(flat, dims=[0], keepdim=False, dtype=DataType.Null))
+
+    def broadcast(fd):
+        t0 = fd.define_tensor(shape=[7], contiguity=[True], dtype=DataType.Half)
+        t2 = fd.ops.broadcast_in_dim(t0, shape=[7, 32], broadcast_dims=[0])
+        t7 = fd.ops.reshape(t2, new_shape=[7, 8, 4])
+        fd.add_output(fd.ops.sum(t7, dims=[0, 1, 2], keepdim=False, dtype=DataType.Null))
+
+    x = RNG.integers(-100, 100, (3, 8)).astype(np.int32)
+    assert _check(permuted, [x])[0] == x.max()
+    h = RNG.standard_normal(7).astype(np.float16)
+    np.testing.assert_allclose(_check(broadcast, [h])[0], h.astype(np.float32).sum() * 32, rtol=1e-2)
+
+
+def test_an_output_in_the_users_stride_order_is_stored_along_its_innermost_axis():
+    # an output given stride_order [0, 1] got vector stores along its logical inner axis
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.BFloat16)
+        t3 = fd.ops.cast(fd.ops.reshape(t0, new_shape=[2, 4]), dtype=DataType.Float)
+        total = fd.ops.sum(fd.ops.mul(t3, t3), dims=[0, 1], keepdim=False, dtype=DataType.Null)
+        scale = fd.ops.broadcast_in_dim(fd.ops.rsqrt(fd.ops.add(fd.ops.div(total, 8), 1e-06)), [2, 4], [])
+        fd.add_output(fd.ops.mul(t3, scale))
+        fd.add_output(t3, stride_order=[0, 1])
+
+    x = RNG.standard_normal(8).astype(DataType.BFloat16.numpy)
+    _check(build, [x])
+
+
+def test_a_half_reduction_is_rounded_to_half_before_its_consumers():
+    # max of Half accumulates in float; a cat of two slices of it mixed float and Half in
+    # one `where` (NVRTC: no instance of "where"), and consumers saw the unrounded value
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, 128], contiguity=[True, True], dtype=DataType.Half, stride_order=[0, 1])
+        t1 = fd.ops.max(t0, dims=[1], keepdim=True, dtype=DataType.Null)
+        t4 = fd.ops.cat([fd.ops.slice(t1, [1, 0], [3, 1]), fd.ops.slice(t1, [0, 0], [1, 1])], dim=0)
+        fd.add_output(fd.ops.sub_alpha(t4, t1, -1.0))
+
+    x = np.asfortranarray(RNG.standard_normal((3, 128)).astype(np.float16))
+    _check(build, [x])
