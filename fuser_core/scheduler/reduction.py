@@ -166,6 +166,9 @@ class ReductionScheduler:
         assert isinstance(params, ReductionParams)
         caches = common.cache_io(fusion)
         reference = _reduction_tensor(common.tensor_named(fusion, params.reference))
+        sources = {cache.name: cache.definition.inputs[0] for cache in caches.inputs}  # type: ignore[union-attr]
+        # (before the reference is transformed and rfactored: its logical axes are the group's)
+        scalar = _broadcast_along_vectors(fusion, reference, params.inner, list(sources.values()))  # type: ignore[arg-type]
         iteration_positions = _schedule_reference(reference, params)
         serial = [p for p, d in enumerate(reference.loop) if d.is_reduction and _is_serial(d.parallel_type)]
         partial = rfactor(reference, serial) if isinstance(reference.definition, ReductionOp) and serial else reference
@@ -173,8 +176,6 @@ class ReductionScheduler:
         limits = {tv.name: iteration_positions for tv in caches.inputs if self.persistent}
         limits.update(dict.fromkeys(params.buffers, iteration_positions))
         # Global loads and stores both go in vectors (16-byte stores, not one store per element).
-        sources = {cache.name: cache.definition.inputs[0] for cache in caches.inputs}  # type: ignore[union-attr]
-        scalar = _broadcast_along_vectors(fusion, reference, params.inner, list(sources.values()))  # type: ignore[arg-type]
         vectorized = {name for name, source in sources.items() if source.name not in scalar} | {
             tv.name for tv in fusion.outputs if isinstance(tv, TensorView)
         }
