@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from fuser_core import (
@@ -246,7 +246,7 @@ def _tensor_names(vals: Sequence[Any]) -> tuple[str, ...]:
 def _group(group: Any, runtime_name: str) -> GroupArtifact:
     fusion = group.fusion
     params = group.params
-    rows = tuple((f.name, str(getattr(params, f.name))) for f in fields(params) if f.name != "scheduler")
+    rows = tuple((name, str(value)) for name, value in params.shown())
     record = group.record
     drops = tuple(f"{d.tensor}: {d.reason}" for d in (record.dropped_hints or ())) if record is not None else ()
     scheduled_ir = print_kernel(fusion, include_transforms=True) if fusion is not None else ""

@@ -669,7 +669,10 @@ def kernel_signature(kernel: k.Kernel) -> str:
     params = [f"Tensor<{ctype(t.dtype)}, {t.ndim}, {t.alloc_ndim}> {t.name}" for t in kernel.tensors]
     params += [f"{ctype(s.dtype)} {s.name}" for s in kernel.scalars]
     params += [f"{ctype(w.dtype)}* {w.name}" for w in kernel.workspaces]
-    bounds = f"__launch_bounds__({kernel.max_threads}) " if kernel.max_threads else ""
+    bounds = ""
+    if kernel.max_threads:
+        blocks = f", {kernel.min_blocks}" if kernel.min_blocks else ""
+        bounds = f"__launch_bounds__({kernel.max_threads}{blocks}) "
     return f'extern "C" __global__ void {bounds}{kernel.name}({", ".join(params)})'
 
 

@@ -268,6 +268,7 @@ class LaunchDim:
 
     hardware: str  # "blockIdx.x", ...
     extent: Node
+    padded: bool = False  # a constant the schedule pads the axis to: it bounds every extent of `hardware`
 
 
 @dataclass
@@ -282,6 +283,7 @@ class Kernel:
     vectorized: bool = False  # whether any VectorCopy is in the body
     workspaces: list[Workspace] = field(default_factory=list)
     max_threads: int = 0  # an upper bound of the block size (`__launch_bounds__`); 0: unknown
+    min_blocks: int = 0  # blocks per SM the registers must allow (`__launch_bounds__`' second argument); 0: any
 
     @property
     def params(self) -> list[TensorArg | ScalarArg]:

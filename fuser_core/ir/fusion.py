@@ -26,6 +26,9 @@ class Fusion:
         self.output_stride_order: dict[TensorView, list[int]] = {}
         # Set by a definition with its own schedule(): one kernel, the user scheduler.
         self.user_scheduled = False
+        # Set by a scheduler that sized its kernel for a register budget (nvFuser's
+        # maxrregcount): blocks per SM `__launch_bounds__` asks the compiler to fit; 0: none.
+        self.min_blocks_per_sm = 0
         self._statements: list[Statement] = []
         self._counters = {"tv": 0, "id": 0, "scalar": 0, "expr": 0, "td": 0}
         self._zero: Scalar | None = None
@@ -171,6 +174,7 @@ class Fusion:
         new.outputs = [mapping[id(v)] for v in self.outputs]
         new.output_stride_order = {mapping[id(tv)]: list(order) for tv, order in self.output_stride_order.items()}
         new.user_scheduled = self.user_scheduled
+        new.min_blocks_per_sm = self.min_blocks_per_sm
         new._zero = mapping[id(self._zero)] if self._zero is not None else None
         new._one = mapping[id(self._one)] if self._one is not None else None
         return new, mapping

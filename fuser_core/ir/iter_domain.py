@@ -64,6 +64,9 @@ class IterDomain(Val):
         # The loop IterDomain of another tensor this one was replayed from by a
         # scheduler's propagation: chains end at the reference tensor's loop IDs.
         self.replayed_from: IterDomain | None = None
+        # A thread axis launched on a constant, larger number of threads (nvFuser's
+        # padToMultipleOfWarp): the lanes past `extent` are predicated off.
+        self.padded_to: int | None = None
         super().__init__(DataType.Index, fusion)
 
     # -- queries ---------------------------------------------------------------------

@@ -78,11 +78,13 @@ class HeuristicParams:
 
     scheduler: SchedulerType
 
+    def shown(self) -> list[tuple[str, object]]:
+        """(name, value) of every parameter the dumps and the workbench show."""
+        return [(f.name, getattr(self, f.name)) for f in fields(self) if f.name != "scheduler"]
+
     def describe(self) -> str:
         lines = [f"===== {self.scheduler.value} parameters ====="]
-        for f in fields(self):
-            if f.name != "scheduler":
-                lines.append(f"  {f.name}: {getattr(self, f.name)}")
+        lines += [f"  {name}: {value}" for name, value in self.shown()]
         return "\n".join(lines) + "\n"
 
 

@@ -107,12 +107,16 @@ def position_of(tv: TensorView, kind: ParallelType) -> int | None:
     return None
 
 
-def vector_width(group: GroupView, info: RuntimeInfo, inner_extents: Sequence[int]) -> int:
-    """The widest power of two whose accesses fit 16 bytes for every global tensor and
-    divide every innermost contiguous extent."""
+def vector_width(
+    group: GroupView, info: RuntimeInfo, inner_extents: Sequence[int], among: Sequence[TensorView] | None = None
+) -> int:
+    """The widest power of two whose accesses fit 16 bytes for every global tensor (or
+    every one of `among`, those accessed in vectors) and divide every innermost
+    contiguous extent."""
     if not info.vectorize:
         return 1
-    widest = max((tv.dtype.itemsize for tv in [*group.inputs, *group.outputs]), default=4)
+    tensors = list(among) if among is not None else [*group.inputs, *group.outputs]
+    widest = max((tv.dtype.itemsize for tv in tensors), default=4)
     width = max(1, MAX_VECTOR_BYTES // max(widest, 1))
     while width > 1 and any(e % width for e in inner_extents):
         width //= 2

@@ -34,14 +34,14 @@ from fuser_core.scheduler.checks import (
     uncovered_message,
 )
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
-from fuser_core.scheduler.id_map import IdMap, reduction_sets
+from fuser_core.scheduler.id_map import IdMap, concrete_sets, reduction_sets
+from fuser_core.scheduler.persistent_budget import REGISTER_OVERHEAD, choose_split
 from fuser_core.scheduler.tensor_ops import rfactor
 
 # Per-thread register budget for a persistent batch: what is left of 255 registers
 # after indexing and temporaries, in bytes.
 REGISTER_BUDGET_BYTES = 160 * 4
 MAX_THREADS = 512
-PERSISTENT_VECTORS = 4  # vector loads per thread a persistent row is aimed at
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,32 @@ class ReductionParams(HeuristicParams):
     buffer_bytes_per_row: int = field(default=0, compare=False)
     buffer_in_shared_memory: bool = False
     buffers: tuple[int, ...] = ()  # persistent tensors, by name
+    # Inner persistent only (0 elsewhere): blockDim.x padded to a warp multiple (the lanes
+    # past the row are predicated off), and the blocks per SM the registers are sized for.
+    padded_threads: int = 0
+    min_blocks_per_sm: int = 0
+    registers_per_thread: int = field(default=0, compare=False)  # the budget `__launch_bounds__` asks for
+    buffer_registers_per_thread: int = field(default=0, compare=False)  # persistent buffers' share of it
+    occupancy_warps_per_sm: int = field(default=0, compare=False)
+    # False where the buffers alone outgrow the registers of the largest block: the kernel
+    # will spill (shared-memory persistence, nvFuser's answer, is not implemented yet).
+    fits_in_registers: bool = field(default=True, compare=False)
+
+    def shown(self) -> list[tuple[str, object]]:
+        """Every parameter; the inner persistent ones only for an inner persistent kernel."""
+        if self.padded_threads:
+            return super().shown()
+        return [(name, value) for name, value in super().shown() if name not in _INNER_PERSISTENT_ONLY]
+
+
+_INNER_PERSISTENT_ONLY = (
+    "padded_threads",
+    "min_blocks_per_sm",
+    "registers_per_thread",
+    "buffer_registers_per_thread",
+    "occupancy_warps_per_sm",
+    "fits_in_registers",
+)
 
 
 class ReductionScheduler:
@@ -112,7 +138,9 @@ class ReductionScheduler:
         inner = is_inner_reduction(group, reference)
         rows = max(1, info.numel(reference))
         length = max(1, info.numel(reference, include_reductions=True) // rows)
-        vectorize = _vector_width(group, info, reference, inner, length, rows)
+        vectorize = _vector_width(group, info, reference, inner, length, rows, self.persistent)
+        if inner and self.persistent:
+            return _inner_persistent_params(group, info, reference, rows, length, vectorize)
         if inner:
             return self._inner_params(group, info, reference, rows, length, vectorize)
         return self._outer_params(group, info, reference, rows, length, vectorize)
@@ -121,25 +149,17 @@ class ReductionScheduler:
         self, group: GroupView, info: RuntimeInfo, ref: TensorView, rows: int, length: int, vec: int
     ) -> ReductionParams:
         lanes = -(-length // vec)
-        if self.persistent:
-            # A few vectors per thread keep loads in flight and make the reductions cheap
-            # (a row of up to 128 vectors reduces within one warp: shuffles, no barrier).
-            threads = min(MAX_THREADS, _pow2_at_least(-(-lanes // PERSISTENT_VECTORS), 32))
-        else:
-            threads = min(MAX_THREADS, _pow2_at_least(min(lanes, MAX_THREADS), 32))
+        threads = min(MAX_THREADS, _pow2_at_least(min(lanes, MAX_THREADS), 32))
         rows_per_block = max(1, min(MAX_THREADS // threads, _pow2_floor(max(1, 128 // threads))))
         batch = -(-lanes // threads)
         grid = 1
-        row_bytes = _buffer_bytes_per_row(group, info) if self.persistent else 0
-        if not self.persistent and rows < info.device.sm_count and batch > 8:
+        if rows < info.device.sm_count and batch > 8:
             grid = min(_pow2_floor(batch // 8), 4 * info.device.sm_count // max(rows, 1), 65535)
             grid = max(grid, 1)
             batch = -(-batch // grid)
-        unroll = _pow2_floor(min(4, batch)) if not self.persistent else 1
+        unroll = _pow2_floor(min(4, batch))
         return ReductionParams(
-            self.type, ref.name, True, self.persistent, vec, threads, rows_per_block, grid, batch, unroll,
-            rows, length, row_bytes, row_bytes // max(threads, 1) > REGISTER_BUDGET_BYTES,
-            _buffers(group, self.persistent),
+            self.type, ref.name, True, False, vec, threads, rows_per_block, grid, batch, unroll, rows, length
         )  # fmt: skip
 
     def _outer_params(
@@ -165,6 +185,7 @@ class ReductionScheduler:
     def schedule(self, fusion: Fusion, params: HeuristicParams) -> ScheduleRecord:
         assert isinstance(params, ReductionParams)
         caches = common.cache_io(fusion)
+        fusion.min_blocks_per_sm = params.min_blocks_per_sm
         reference = _reduction_tensor(common.tensor_named(fusion, params.reference))
         sources = {cache.name: cache.definition.inputs[0] for cache in caches.inputs}  # type: ignore[union-attr]
         # (before the reference is transformed and rfactored: its logical axes are the group's)
@@ -172,6 +193,7 @@ class ReductionScheduler:
         iteration_positions = _schedule_reference(reference, params)
         serial = [p for p, d in enumerate(reference.loop) if d.is_reduction and _is_serial(d.parallel_type)]
         partial = rfactor(reference, serial) if isinstance(reference.definition, ReductionOp) and serial else reference
+        _pad_threads(partial, params.padded_threads)
         scheduled = [reference] if partial is not reference else []
         limits = {tv.name: iteration_positions for tv in caches.inputs if self.persistent}
         limits.update(dict.fromkeys(params.buffers, iteration_positions))
@@ -187,6 +209,51 @@ class ReductionScheduler:
         common.inline(fusion, limits)
         _rfactor_siblings(fusion, partial, reference)
         return ScheduleRecord(reference=f"T{partial.name}")
+
+
+def _inner_persistent_params(
+    group: GroupView, info: RuntimeInfo, ref: TensorView, rows: int, length: int, vec: int
+) -> ReductionParams:
+    """The persistent batch, threads and rows per block against the register budget
+    (persistent_budget.choose_split)."""
+    lanes = -(-length // vec)
+    held = _register_bytes_per_element(group)
+    split = choose_split(lanes, rows, held * vec, _has_exp(group), info.device)
+    row_bytes = _buffer_bytes_per_row(group, info)
+    return ReductionParams(
+        SchedulerType.inner_persistent, ref.name, True, True, vec, split.padded_x, split.rows_per_block, 1,
+        split.batch, 1, rows, length, row_bytes, False, _buffers(group, True),
+        padded_threads=split.padded_x, min_blocks_per_sm=split.blocks_per_sm,
+        registers_per_thread=split.registers,
+        buffer_registers_per_thread=-(-split.batch * held * vec // 4),
+        occupancy_warps_per_sm=split.warps_per_sm,
+        fits_in_registers=split.spare_registers >= REGISTER_OVERHEAD,
+    )  # fmt: skip
+
+
+def _register_bytes_per_element(group: GroupView) -> int:
+    """Register bytes a thread holds per element of the row it owns: every persistent
+    buffer, and the local copy of every tensor input. A thread issues all its loads of a
+    row before the first use, so those copies are live at once; a weight is loaded once,
+    before the row loops, and kept; and a per-row input read before the reduction ([N, 1]
+    mean or rstd) is expanded to the thread's batch of the row. This errs high for a
+    per-row input read only after the reduction (a scalar there)."""
+    held = sum(tv.dtype.itemsize for tv in persistent_buffers(group))
+    held += sum(tv.dtype.itemsize for tv in group.inputs if isinstance(tv, TensorView) and tv.ndim > 0)
+    return max(held, 1)
+
+
+def _has_exp(group: GroupView) -> bool:
+    return any(getattr(getattr(e, "op_type", None), "name", "") in ("Exp", "Exp2", "Expm1") for e in group.exprs)
+
+
+def _pad_threads(tv: TensorView, padded: int) -> None:
+    """blockDim.x padded to `padded` threads (a warp multiple) on the axis bound to TIDx."""
+    if padded <= 0:
+        return
+    for dim in tv.loop:
+        if dim.parallel_type == ParallelType.TIDx:
+            dim.padded_to = padded
 
 
 class InnerPersistentScheduler(ReductionScheduler):
@@ -346,7 +413,9 @@ def _buffer_bytes_per_row(group: GroupView, info: RuntimeInfo) -> int:
     return total
 
 
-def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: bool, length: int, rows: int) -> int:
+def _vector_width(
+    group: GroupView, info: RuntimeInfo, ref: TensorView, inner: bool, length: int, rows: int, persistent: bool = False
+) -> int:
     """Vectors run along the merged fastest axis (R for an inner reduction, I for an
     outer one): only the part of it that is contiguous in memory, the trailing axes of
     the merged set before another axis comes between them, can be read in vectors."""
@@ -386,7 +455,11 @@ def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: b
         if is_reduced != inner:
             break
         contiguous *= max(1, info.extent(dim))
-    return common.vector_width(group, info, [length if inner else rows, contiguous, *held])
+    # An inner persistent kernel sizes its vectors by the tensors it reads and writes along
+    # the row (bf16 rows in 8-wide vectors even with float mean and rstd outputs).
+    along = [tv for tv in (*group.inputs, *group.outputs) if vector_set in concrete_sets(group.id_map, tv)]
+    among = along if persistent and inner and along else None
+    return common.vector_width(group, info, [length if inner else rows, contiguous, *held], among)
 
 
 def _vector_axis(ref: TensorView, inner: bool) -> IterDomain | None:

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.arguments import Arguments
-from fuser_core.codegen.lower.model import HARDWARE, LOOP_KIND, _Scope, concrete, first_reduction_position, loop_var
+from fuser_core.codegen.lower.model import (
+    HARDWARE,
+    INDEX,
+    LOOP_KIND,
+    _Scope,
+    concrete,
+    first_reduction_position,
+    loop_var,
+    padded_size,
+)
 from fuser_core.codegen.simplify import const_value
 from fuser_core.ir.iter_domain import IterDomain, ParallelType
 from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
@@ -88,6 +97,9 @@ class Loops(Arguments):
         if hardware is not None:
             kind = k.LoopKind.block if hardware.startswith("block") else k.LoopKind.thread
             self._launch_dim(hardware, extent)
+            padded = padded_size(dim)
+            if padded is not None:  # a warp-multiple block: the lanes past the extent are guarded
+                self._launch_dim(hardware, k.Const(INDEX, padded), padded=True)
         elif kind == k.LoopKind.vectorize and not self.vectorize:
             kind = k.LoopKind.unroll
         loop = k.For(loop_var(dim), extent, kind, hardware=hardware, label=c.to_string())
@@ -100,9 +112,9 @@ class Loops(Arguments):
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             self.bounds[index.name] = value
 
-    def _launch_dim(self, hardware: str, extent: k.Node) -> None:
+    def _launch_dim(self, hardware: str, extent: k.Node, padded: bool = False) -> None:
         if not any(d.hardware == hardware and d.extent == extent for d in self.launch):
-            self.launch.append(k.LaunchDim(hardware, extent))
+            self.launch.append(k.LaunchDim(hardware, extent, padded))
 
     def _finish_guards(self) -> None:
         """A bound loop narrower than its launch dimension is predicated."""

@@ -105,6 +105,7 @@ class Lowering(Stores):
             vectorized=bool(vectorized),
             workspaces=self.workspaces,
             max_threads=self._max_threads() if self.reduce_scratch else 0,
+            min_blocks=self._min_blocks() if self.reduce_scratch else 0,
         )
 
 

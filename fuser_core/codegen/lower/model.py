@@ -49,6 +49,16 @@ def concrete(dim: IterDomain) -> IterDomain:
     return dim
 
 
+def padded_size(dim: IterDomain) -> int | None:
+    """The constant thread count a loop ID (or the one it was replayed from) is padded to."""
+    node: IterDomain | None = dim
+    while node is not None:
+        if node.padded_to is not None:
+            return node.padded_to
+        node = node.replayed_from
+    return None
+
+
 def loop_var(dim: IterDomain) -> k.Var:
     return k.Var(INDEX, f"i{concrete(dim).name}")
 

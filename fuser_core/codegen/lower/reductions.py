@@ -18,6 +18,8 @@ from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler.reduction import MAX_THREADS
 
 MAX_BLOCK_THREADS = 1024
+REGISTERS_PER_SM = 65536  # every architecture since Maxwell
+REGISTER_SLACK = 32  # registers a persistent kernel uses beyond its arrays (ptxas on sm_90: 9 to 30)
 REDUCTION_MAX_THREADS = MAX_THREADS  # the reduction schedulers' largest block
 _THREADS = (ParallelType.TIDx, ParallelType.TIDy, ParallelType.TIDz)
 _BLOCKS = (ParallelType.BIDx, ParallelType.BIDy, ParallelType.BIDz)
@@ -125,13 +127,31 @@ class Reductions(Compute):
             self.body.insert(0, alloc)
         return alloc.buffer
 
+    def _min_blocks(self) -> int:
+        """The blocks per SM `__launch_bounds__` asks the registers to allow: the
+        scheduler's target (fusion.min_blocks_per_sm), lowered to what the kernel's own
+        register arrays leave room for, with REGISTER_SLACK registers per thread for
+        indices, predicates and temporaries, so the compiler is never pushed to spill."""
+        wanted = self.fusion.min_blocks_per_sm
+        if wanted <= 0:
+            return 0
+        words = sum(
+            -(-s.size * s.dtype.itemsize // 4)
+            for s in k.walk(self.body)
+            if isinstance(s, k.Alloc) and s.memory == k.Memory.local
+        )
+        per_thread = -(-(words + REGISTER_SLACK) // 8) * 8  # registers are allocated 8 at a time
+        fits = REGISTERS_PER_SM // (max(self._max_threads(), 1) * per_thread)
+        return max(1, min(wanted, fits))
+
     def _max_threads(self) -> int:
         """An upper bound of the block size: the product of the constant thread extents;
         a symbolic one (a persistent kernel's threads per row, the row length over a
         constant batch) is at most what the reduction heuristics ever launch."""
         threads = 1
         for hw in ("threadIdx.x", "threadIdx.y", "threadIdx.z"):
-            extents = [const_value(d.extent) for d in self.launch if d.hardware == hw]
+            padded = [const_value(d.extent) for d in self.launch if d.hardware == hw and d.padded]
+            extents = padded or [const_value(d.extent) for d in self.launch if d.hardware == hw]
             if any(e is None for e in extents):
                 return REDUCTION_MAX_THREADS if self.reduce_scratch else MAX_BLOCK_THREADS
             threads *= max((int(e) for e in extents), default=1)  # type: ignore[arg-type]
