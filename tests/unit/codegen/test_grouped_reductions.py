@@ -1,7 +1,8 @@
 """Several reductions in one kernel (issues 18 and 19), which codegen used to send to the
 host: a Welford beside a sum of one input, grid Welford reductions, two grid reductions in
 one kernel (layer-norm backward's weight and bias gradients), outputs of a reduction's
-input written after the reduction, and a Welford whose average nothing reads. Each is
+input written after the reduction, a Welford whose average nothing reads, and an input
+cache that would need a buffer of run-time size. Each is
 lowered without a refusal, run on the kernel-IR interpreter against the reference on
 random data, and compiled for sm_90 with NVRTC (skipped where NVRTC is missing)."""
 
@@ -102,6 +103,15 @@ def variance_only(fd):
     fd.add_output(var)
 
 
+def max_and_squeezed_input(fd):
+    """A reduction of an input with a size-1 axis beside the input squeezed: the input's
+    cache matches neither consumer's loops, and its buffer would have a run-time size; each
+    consumer loads it instead (fuzzer seed 3 case 158)."""
+    t0 = fd.define_tensor(shape=[-1, 1], contiguity=[True, None], dtype=DataType.Float)
+    fd.add_output(fd.ops.max(t0, [0]))
+    fd.add_output(fd.ops.squeeze(t0, [1]))
+
+
 CASES = {
     "welford_and_sum": (welford_and_sum, lambda: [_rand(40, 30)]),
     "var_mean_columns": (var_mean_columns, lambda: [_rand(4000, 3)]),
@@ -115,6 +125,7 @@ CASES = {
         lambda: [_rand(1025, dtype=np.float16), _rand(1025, dtype=np.float16)],
     ),
     "variance_only": (variance_only, lambda: [_rand(1, 64)]),
+    "max_and_squeezed_input": (max_and_squeezed_input, lambda: [_rand(37, 1)]),
 }
 
 
