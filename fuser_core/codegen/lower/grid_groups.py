@@ -50,7 +50,7 @@ def group_grid_reductions(body: list[k.Stmt]) -> str | None:
         if red.last is not None:
             assert final.last is not None
             aliases.append(k.Define(red.last, final.last))
-        red.deferred, red.last = True, None
+        red.deferred, red.last, red.semaphores = True, None, ""
     final.combines = tuple(deferred)
     scope[first + 1 :] = [*kept, final, *aliases, *moved, *scope[end + 1 :]]
     return None

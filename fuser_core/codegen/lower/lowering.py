@@ -67,7 +67,11 @@ class Lowering(Stores):
         self._close_loops(0)
         self._finish_guards()
         self._size_reduce_scratch()
+        semaphores = {s.semaphores for s in k.walk(self.body) if isinstance(s, k.ParallelReduce)}
         why = group_grid_reductions(self.body)
+        # A deferred grid reduction arrives with the last one: its semaphore is not needed.
+        semaphores -= {s.semaphores for s in k.walk(self.body) if isinstance(s, k.ParallelReduce)}
+        self.workspaces = [w for w in self.workspaces if w.name not in semaphores]
         if why is not None:
             # Each grid reduction's last block is found by its own semaphore: a value that
             # combined two of them could be read in a block that is last for one only.

@@ -190,6 +190,7 @@ def test_grid_reductions_of_a_kernel_arrive_once(name):
     text = translation_unit(kernel)
     assert text.count("gridArrive<") == 2  # the header's definition and the one call
     assert "gridReduce<" not in text.split("// ---- end of runtime header ----")[1]
+    assert [w.name for w in kernel.workspaces if w.zeroed] == [last.semaphores]  # one arrival, one semaphore
 
 
 def test_one_grid_reduction_keeps_the_fused_call():
