@@ -81,8 +81,9 @@ class Lowering(Stores):
         unscoped = _unscoped_buffer(self.body, {t.name for t in self.tensor_args})
         if unscoped is not None:
             raise FuserError(
-                f"{unscoped} would be read outside the loops that compute it (two reductions of one "
-                "input in a reduction kernel are not generated yet)",
+                f"{unscoped} would be read outside the loops that compute it (a reduction's result read "
+                "by a tensor computed outside its loops, such as a squeeze of a reduction over "
+                "broadcast iteration axes, is not generated yet)",
                 op="codegen",
                 tensor=self.name,
             )
