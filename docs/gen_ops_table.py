@@ -74,7 +74,7 @@ def _row(name: str) -> str:
     if name in RANDOM:
         return f"| `{name}` | yes | Philox4x32-10 as nvFuser's runtime | pointwise | {HOST} | |"
     if name in REDUCTION:
-        cuda = "Welford update, `blockWelford`"
+        cuda = "Welford update, `blockWelford`/`gridWelfordCombine`"
         if name not in WELFORD:
             cuda = "register accumulation, `blockReduce`/`gridReduce`"
         return f"| `{name}` | yes | NumPy, 64-bit accumulation | reduction / persistent | {cuda} | |"
@@ -98,8 +98,9 @@ def table() -> str:
         "Route is the scheduler that takes a group holding the op; CUDA is the device",
         "function or operator a generated kernel prints; reductions accumulate in registers and",
         "combine across threads and blocks with the runtime header's `blockReduce`, `gridReduce`",
-        "and `blockWelford`. Random ops are not generated yet: a cuda run runs their groups on",
-        "the host reference and says so.",
+        "and `blockWelford` (several grid reductions of one kernel arrive once: `gridStore`,",
+        "`gridArrive`, `gridCombine`, `gridWelfordCombine`). Random ops are not generated yet: a",
+        "cuda run runs their groups on the host reference and says so.",
         "",
         "| op | supported | reference | scheduler route | CUDA | note |",
         "|---|---|---|---|---|---|",

@@ -263,39 +263,93 @@ __device__ __forceinline__ void blockWelford(T& avg, T& m2, N& n, T* s_avg, T* s
   avg = s_avg[base]; m2 = s_m2[base]; n = s_n[base];
 }
 
-// Combines the block-reduced values[0..COUNT) of the blocks along the reduced grid dims.
-// Every thread stores its values to `work`; the last block to arrive (an atomic count
-// after a fence) combines them, sets `last` and resets its semaphore for the next launch.
-template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename Op>
-__device__ __forceinline__ void gridReduce(T* values, T* work, int* semaphores, Op op, bool& last) {
-  const unsigned blocks = (BX ? gridDim.x : 1) * (BY ? gridDim.y : 1) * (BZ ? gridDim.z : 1);
-  const unsigned rank = ((BZ ? blockIdx.z : 0) * (BY ? gridDim.y : 1) + (BY ? blockIdx.y : 0)) * (BX ? gridDim.x : 1) +
-                        (BX ? blockIdx.x : 0);
-  const unsigned segment = ((BZ ? 0 : blockIdx.z) * (BY ? 1 : gridDim.y) + (BY ? 0 : blockIdx.y)) *
-                               (BX ? 1 : gridDim.x) + (BX ? 0 : blockIdx.x);
-  const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
-  const unsigned tid = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
-  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z * threads;
-  const unsigned long long slot = (static_cast<unsigned long long>(segment) * blocks + rank) * threads + tid;
+// Where a thread's partial results go in a grid reduction's work buffer: `blocks` blocks
+// along the reduced grid dims combine into each `segment` (one per block along the others).
+template <bool BX, bool BY, bool BZ>
+struct GridSlot {
+  unsigned blocks, segment, threads, tid;
+  unsigned long long stride, slot, first;
+  __device__ __forceinline__ GridSlot() {
+    blocks = (BX ? gridDim.x : 1) * (BY ? gridDim.y : 1) * (BZ ? gridDim.z : 1);
+    const unsigned rank = ((BZ ? blockIdx.z : 0) * (BY ? gridDim.y : 1) + (BY ? blockIdx.y : 0)) *
+                              (BX ? gridDim.x : 1) + (BX ? blockIdx.x : 0);
+    segment = ((BZ ? 0 : blockIdx.z) * (BY ? 1 : gridDim.y) + (BY ? 0 : blockIdx.y)) * (BX ? 1 : gridDim.x) +
+              (BX ? 0 : blockIdx.x);
+    threads = blockDim.x * blockDim.y * blockDim.z;
+    tid = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+    stride = static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z * threads;
+    slot = (static_cast<unsigned long long>(segment) * blocks + rank) * threads + tid;
+    first = static_cast<unsigned long long>(segment) * blocks * threads + tid;
+  }
+};
+
+// Every thread stores its block-reduced values[0..COUNT) to `work`.
+template <bool BX, bool BY, bool BZ, int COUNT, typename T>
+__device__ __forceinline__ void gridStore(const T* values, T* work) {
+  const GridSlot<BX, BY, BZ> g;
 #pragma unroll
-  for (int c = 0; c < COUNT; ++c) work[c * stride + slot] = values[c];
+  for (int c = 0; c < COUNT; ++c) work[c * g.stride + g.slot] = values[c];
+}
+
+// After its stores, a block arrives (a fence, then an atomic count); `last` is true in the
+// last block of its segment to arrive, which resets the semaphore for the next launch.
+template <bool BX, bool BY, bool BZ>
+__device__ __forceinline__ void gridArrive(int* semaphores, bool& last) {
+  const GridSlot<BX, BY, BZ> g;
   __threadfence();
   __syncthreads();
   __shared__ bool block_is_last;
-  if (tid == 0) block_is_last = atomicAdd(&semaphores[segment], 1) == static_cast<int>(blocks) - 1;
+  if (g.tid == 0) {
+    block_is_last = atomicAdd(&semaphores[g.segment], 1) == static_cast<int>(g.blocks) - 1;
+    if (block_is_last) semaphores[g.segment] = 0;
+  }
   __syncthreads();
   last = block_is_last;
-  if (!last) return;
-  __threadfence();
+  if (last) __threadfence();
+}
+
+// In the last block: values[0..COUNT) become the combination of every block's partials.
+template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename Op>
+__device__ __forceinline__ void gridCombine(T* values, const T* work, Op op) {
+  const GridSlot<BX, BY, BZ> g;
   const volatile T* partials = work;
-  const unsigned long long first = static_cast<unsigned long long>(segment) * blocks * threads + tid;
 #pragma unroll
   for (int c = 0; c < COUNT; ++c) {
-    T result = partials[c * stride + first];
-    for (unsigned b = 1; b < blocks; ++b) result = op(result, partials[c * stride + first + b * threads]);
+    T result = partials[c * g.stride + g.first];
+    for (unsigned b = 1; b < g.blocks; ++b) result = op(result, partials[c * g.stride + g.first + b * g.threads]);
     values[c] = result;
   }
-  if (tid == 0) semaphores[segment] = 0;
+}
+
+// Combines the block-reduced values[0..COUNT) of the blocks along the reduced grid dims;
+// the result is in the last block to arrive, where `last` is true.
+template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename Op>
+__device__ __forceinline__ void gridReduce(T* values, T* work, int* semaphores, Op op, bool& last) {
+  gridStore<BX, BY, BZ, COUNT>(values, work);
+  gridArrive<BX, BY, BZ>(semaphores, last);
+  if (last) gridCombine<BX, BY, BZ, COUNT>(values, work, op);
+}
+
+// Welford's (avg, M2, N) partials combined across blocks, in the last block (Chan's rule).
+template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename N>
+__device__ __forceinline__ void gridWelfordCombine(T* avg, T* m2, N* n, const T* w_avg, const T* w_m2, const N* w_n) {
+  const GridSlot<BX, BY, BZ> g;
+  const volatile T* p_avg = w_avg;
+  const volatile T* p_m2 = w_m2;
+  const volatile N* p_n = w_n;
+#pragma unroll
+  for (int c = 0; c < COUNT; ++c) {
+    const unsigned long long at = c * g.stride + g.first;
+    T a = p_avg[at], m = p_m2[at];
+    N count = p_n[at];
+    for (unsigned b = 1; b < g.blocks; ++b) {
+      const unsigned long long other = at + b * g.threads;
+      const T avg_b = p_avg[other], m2_b = p_m2[other];
+      const N n_b = p_n[other];
+      welfordCombine(a, m, count, avg_b, m2_b, n_b);
+    }
+    avg[c] = a; m2[c] = m; n[c] = count;
+  }
 }
 // ---- end of runtime header ----
 """
@@ -628,32 +682,72 @@ class _Printer:
 
     def _reduce(self, stmt: k.ParallelReduce, depth: int) -> None:
         threads = ", ".join("true" if f"threadIdx.{a}" in stmt.thread_dims else "false" for a in "xyz")
-        blocks = ", ".join("true" if f"blockIdx.{a}" in stmt.block_dims else "false" for a in "xyz")
         at = expr(stmt.index)
         if stmt.op == "welford":
-            if stmt.block_dims:
-                raise FuserError("a grid Welford reduction has no CUDA form yet", op="codegen")
             avg, m2, n = stmt.buffers
             s_avg, s_m2, s_n = stmt.workspace
-            call = f"blockWelford<{threads}>({avg}[{at} + k], {m2}[{at} + k], {n}[{at} + k], {s_avg}, {s_m2}, {s_n});"
-            self._per_element(stmt.count, call, depth)
+            if stmt.thread_dims or not stmt.block_dims:
+                call = (
+                    f"blockWelford<{threads}>({avg}[{at} + k], {m2}[{at} + k], {n}[{at} + k], {s_avg}, {s_m2}, {s_n});"
+                )
+                self._per_element(stmt.count, call, depth)
+            if stmt.block_dims:
+                self._grid(stmt, depth)
             return
-        dtype = stmt.dtypes[0]
-        a, b = k.Var(dtype, "a"), k.Var(dtype, "b")
-        combined = expr(_reduce_expr(stmt.op, a, b))
-        op = f"[](const {ctype(dtype)} a, const {ctype(dtype)} b) {{ return {combined}; }}"
         (buffer,) = stmt.buffers
         if stmt.thread_dims:
-            call = f"{buffer}[{at} + k] = blockReduce<{threads}>({buffer}[{at} + k], {stmt.workspace[0]}, {op});"
+            call = f"{buffer}[{at} + k] = blockReduce<{threads}>({buffer}[{at} + k], {stmt.workspace[0]}, {_op(stmt)});"
             self._per_element(stmt.count, call, depth)
-        if stmt.block_dims:
-            assert stmt.last is not None
-            self.emit(depth, f"bool {stmt.last.name};")
-            self.emit(
-                depth,
-                f"gridReduce<{blocks}, {stmt.count}>(&{buffer}[{at}], {stmt.work[0]}, {stmt.semaphores}, {op}, "
-                f"{stmt.last.name});",
-            )
+        if not stmt.block_dims:
+            return
+        if stmt.deferred or stmt.combines:
+            self._grid(stmt, depth)
+            return
+        assert stmt.last is not None
+        blocks = _blocks(stmt)
+        self.emit(depth, f"bool {stmt.last.name};")
+        self.emit(
+            depth,
+            f"gridReduce<{blocks}, {stmt.count}>(&{buffer}[{at}], {stmt.work[0]}, {stmt.semaphores}, {_op(stmt)}, "
+            f"{stmt.last.name});",
+        )
+
+    def _grid(self, stmt: k.ParallelReduce, depth: int) -> None:
+        """A grid reduction in steps: partials stored, one arrival, and in the last block the
+        combination of this reduction's partials and of the deferred ones it groups."""
+        blocks, at = _blocks(stmt), expr(stmt.index)
+        for buffer, work in zip(stmt.buffers, stmt.work, strict=True):
+            self.emit(depth, f"gridStore<{blocks}, {stmt.count}>(&{buffer}[{at}], {work});")
+        if stmt.deferred:
+            return
+        assert stmt.last is not None
+        self.emit(depth, f"bool {stmt.last.name};")
+        self.emit(depth, f"gridArrive<{blocks}>({stmt.semaphores}, {stmt.last.name});")
+        self.emit(depth, f"if ({stmt.last.name}) {{")
+        for red in (*stmt.combines, stmt):
+            self._grid_combine(red, depth + 1)
+        self.emit(depth, "}")
+
+    def _grid_combine(self, stmt: k.ParallelReduce, depth: int) -> None:
+        blocks, at = _blocks(stmt), expr(stmt.index)
+        if stmt.op == "welford":
+            values = ", ".join(f"&{b}[{at}]" for b in stmt.buffers)
+            self.emit(depth, f"gridWelfordCombine<{blocks}, {stmt.count}>({values}, {', '.join(stmt.work)});")
+            return
+        (buffer,) = stmt.buffers
+        self.emit(depth, f"gridCombine<{blocks}, {stmt.count}>(&{buffer}[{at}], {stmt.work[0]}, {_op(stmt)});")
+
+
+def _blocks(stmt: k.ParallelReduce) -> str:
+    return ", ".join("true" if f"blockIdx.{a}" in stmt.block_dims else "false" for a in "xyz")
+
+
+def _op(stmt: k.ParallelReduce) -> str:
+    """The reduction's combine as a C++ lambda."""
+    dtype = stmt.dtypes[0]
+    a, b = k.Var(dtype, "a"), k.Var(dtype, "b")
+    combined = expr(_reduce_expr(stmt.op, a, b))
+    return f"[](const {ctype(dtype)} a, const {ctype(dtype)} b) {{ return {combined}; }}"
 
 
 def _reduce_expr(op: str, a: k.Node, b: k.Node) -> k.Node:

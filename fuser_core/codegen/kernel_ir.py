@@ -198,6 +198,11 @@ class ParallelReduce(Stmt):
     work: tuple[str, ...] = ()  # global work buffers of a grid reduction, one per buffer
     semaphores: str = ""
     last: Var | None = None
+    # Several grid reductions of one kernel arrive once: each but the last stores its
+    # partials and is `deferred`; the last arrives and, in its last block, also combines
+    # those it lists in `combines` (so one block holds every result, where `last` is true).
+    deferred: bool = False
+    combines: tuple[ParallelReduce, ...] = ()
 
 
 # -- the kernel -----------------------------------------------------------------------
@@ -382,6 +387,10 @@ def _stmts(stmts: list[Stmt], depth: int, lines: list[str]) -> None:
             span = f"[{expr_text(stmt.index)}]" if stmt.count == 1 else f"[{expr_text(stmt.index)} +: {stmt.count}]"
             kind = "GRID" if stmt.block_dims else "BLOCK"
             last = f" -> {stmt.last.name}" if stmt.last is not None else ""
+            if stmt.deferred:
+                last = " (combined by a later grid reduction)"
+            elif stmt.combines:
+                last += f" (also combines {', '.join(r.buffers[0] for r in stmt.combines)})"
             lines.append(f"{pad}{kind} REDUCE {stmt.op} {', '.join(stmt.buffers)}{span} over {where}{last}")
         else:
             raise TypeError(f"unknown kernel IR statement {stmt!r}")

@@ -241,7 +241,22 @@ def inline_most(tensors: Sequence[TensorView], limits: dict[int, int], fusion_in
     for tv in tensors:
         has_consumer = any(isinstance(o, TensorView) for use in tv.uses for o in use.outputs)
         if not has_consumer and tv.name not in fusion_inputs:
-            tv.compute_at_pos = tv.max_producer_pos
+            # Never past its own reduction loops: its accumulator lives outside them.
+            tv.compute_at_pos = min(tv.max_producer_pos, _own_reduction_limit(tv))
+    _share_sibling_positions(tensors)
+
+
+def _share_sibling_positions(tensors: Sequence[TensorView]) -> None:
+    """The outputs of one multi-output op (Welford's avg, M2 and N) are computed by one
+    loop nest: they share the shallowest of their positions."""
+    names = {tv.name for tv in tensors}
+    for tv in tensors:
+        expr = tv.definition
+        siblings = [o for o in (expr.outputs if expr else []) if isinstance(o, TensorView) and o.name in names]
+        if len(siblings) > 1 and siblings[0] is tv:
+            position = min(o.compute_at_pos for o in siblings)
+            for sibling in siblings:
+                sibling.compute_at_pos = position
 
 
 def matched_positions_prefix(producer: TensorView, consumer: TensorView, count: int) -> int:

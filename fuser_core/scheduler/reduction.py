@@ -396,7 +396,11 @@ def _rfactor_siblings(fusion: Fusion, partial: TensorView, reference: TensorView
         serial = [p for p, d in enumerate(tv.loop) if d.is_reduction and _is_serial(d.parallel_type)]
         has_parallel = any(d.is_reduction and not _is_serial(d.parallel_type) for d in tv.loop)
         if serial and has_parallel:
-            rfactor(tv, serial)
+            sibling = rfactor(tv, serial)
+            # Inlined as the reference's partial is (up to its serial reduction loops), so
+            # both accumulate in the loops their input is loaded in.
+            sibling.compute_at_pos = next((p for p, d in enumerate(sibling.loop) if d.is_reduction), 0)
+            tv.max_producer_pos = max(tv.max_producer_pos, sibling.compute_at_pos)
 
 
 def _buffers(group: GroupView, persistent: bool) -> tuple[int, ...]:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.elementwise import _convert_const, _elementwise
-from fuser_core.codegen.lower.model import INDEX, Instance, _Scope
+from fuser_core.codegen.lower.model import HARDWARE, INDEX, Instance, _Scope, concrete
 from fuser_core.codegen.lower.order import _hoisted
+from fuser_core.codegen.simplify import const_value
 from fuser_core.errors import InternalError
 from fuser_core.ir.base import Val
 from fuser_core.ir.dtype import DataType
@@ -16,6 +17,7 @@ from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import IterDomain
 from fuser_core.ir.rng import unbound_rng_states
 from fuser_core.ir.scalar import Scalar
+from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp, WelfordOp
 from fuser_core.ir.tensor_view import MemoryType, TensorView
 
 
@@ -48,6 +50,10 @@ class Arguments:
         self.computing: TensorView | None = None
         self.local_names: dict[str, int] = {}
         self.alloc_depth: dict[int, int] = {}
+        # Block and grid reductions whose accumulation loops are left open, by the depth they
+        # go to once those close: a sibling reduction of the same input shares the loops.
+        self.pending_reduces: list[tuple[int, k.ParallelReduce]] = []
+        self.alloc_scopes: dict[str, list[k.Stmt]] = {}  # register buffer -> the body it is allocated in
         self.bounds: dict[str, int] = {}
         self.buffer_dtypes: dict[str, DataType] = {}
         self.workspaces: list[k.Workspace] = []
@@ -118,7 +124,21 @@ class Arguments:
     def _is_materialized(self, tv: TensorView) -> bool:
         if tv in self.outputs or tv.memory_type == MemoryType.Shared:
             return True
+        if isinstance(tv.definition, ReductionOp | WelfordOp):
+            return True  # never inlined: a Welford's avg is computed even when only its M2 is read
+        if tv.compute_at_pos == 0 and tv.uses and self._reloadable(tv):
+            return False
         return 0 < tv.compute_at_pos < len(tv.loop) or (tv.compute_at_pos == 0 and bool(tv.uses))
+
+    def _reloadable(self, tv: TensorView) -> bool:
+        """A cache of an input left outside every loop (its consumers' loops do not match)
+        whose register buffer would have a run-time size: each consumer loads its elements
+        itself instead."""
+        expr = tv.definition
+        if not isinstance(expr, LoadStoreOp) or expr.input not in self.inputs:
+            return False
+        serial = [d for d in tv.loop if not d.is_reduction and d.parallel_type not in HARDWARE]
+        return any(const_value(self.extent(concrete(d))) is None for d in serial)
 
     def _own_coords_roots(self, tv: TensorView) -> bool:
         return tv in self.outputs or tv.memory_type == MemoryType.Shared

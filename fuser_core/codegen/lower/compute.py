@@ -22,9 +22,11 @@ from fuser_core.ir.tensor_exprs import (
     IotaOp,
     LoadStoreOp,
     PadOp,
+    ReductionOp,
     SliceOp,
     SqueezeOp,
     ViewOp,
+    WelfordOp,
 )
 from fuser_core.ir.tensor_view import MemoryType, TensorView, transforms_between
 
@@ -64,6 +66,10 @@ class Compute(Buffers):
             if tv.memory_type == MemoryType.Shared:
                 return k.Read(tv.dtype, f"T{tv.name}", self._padded(tv, self._forward_slot(tv, inst.coords)))
             buffer = self.buffers[(tv.name, self._for_buffer(primary, inst))]
+            if not self._in_scope(buffer) and not isinstance(primary.definition, ReductionOp | WelfordOp):
+                # Its loops were closed before this consumer's were opened: recompute the
+                # value here (an input cache reloads) rather than read a buffer out of scope.
+                return self._compute(tv, inst)
             read = k.Read(self.buffer_dtypes.get(buffer, tv.dtype), buffer, self._read_slot(primary, inst.coords))
             # a Half reduction accumulates in float; what it gives its consumers is Half
             return read if read.dtype == tv.dtype else _cast(tv.dtype, read)

@@ -52,7 +52,7 @@ class Loops(Arguments):
                     keep = depth
             else:
                 break
-        del self.stack[keep + 1 :]
+        self._close_loops(keep)
         for pos in range(matched, len(tv.loop)):
             dim = tv.loop[pos]
             if skip_vector and dim.parallel_type == ParallelType.Vectorize and pos == len(tv.loop) - 1:
@@ -88,6 +88,18 @@ class Loops(Arguments):
                 continue
             stack.extend(v for v in producer.definition.inputs if isinstance(v, TensorView))
         return min(cap, len(tv.loop))
+
+    def _close_loops(self, keep: int) -> None:
+        """Close the scopes past `keep`; a block or grid reduction waiting for the loops it
+        follows to close (`pending_reduces`) is emitted after them."""
+        waiting = []
+        for depth, reduce in self.pending_reduces:
+            if depth >= keep:
+                self.stack[depth].body.append(reduce)
+            else:
+                waiting.append((depth, reduce))
+        self.pending_reduces = waiting
+        del self.stack[keep + 1 :]
 
     def _open(self, dim: IterDomain) -> None:
         c = concrete(dim)
@@ -130,4 +142,13 @@ class Loops(Arguments):
 
     def _alloc_for(self, tv: TensorView, stmt: k.Alloc) -> None:
         """A buffer goes to the top of the scope inside the loops it shares (ca_pos)."""
-        self.stack[self.alloc_depth[tv.name]].body.insert(0, stmt)
+        scope = self.stack[self.alloc_depth[tv.name]].body
+        scope.insert(0, stmt)
+        self.alloc_scopes[stmt.buffer] = scope
+
+    def _in_scope(self, buffer: str) -> bool:
+        """Whether a register buffer's allocation encloses what is emitted now: a loop nest
+        reopened after its own was closed (a second reduction's, an output written after a
+        reduction) does not see the buffers of the first."""
+        scope = self.alloc_scopes.get(buffer)
+        return scope is None or any(s.body is scope for s in self.stack)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.lower.grid_groups import group_grid_reductions
 from fuser_core.codegen.lower.model import HARDWARE, concrete, loop_var
 from fuser_core.codegen.lower.stores import Stores
 from fuser_core.codegen.simplify import const_value, index_bounds
@@ -66,17 +67,26 @@ class Lowering(Stores):
         for tv in self.materialized:
             for number, inst in enumerate(self.instances.get(tv.name, [])):
                 self._materialize(tv, inst, number)
+        self._close_loops(0)
         self._finish_guards()
         self._size_reduce_scratch()
-        if sum(1 for s in k.walk(self.body) if isinstance(s, k.ParallelReduce) and s.block_dims) > 1:
+        semaphores = {s.semaphores for s in k.walk(self.body) if isinstance(s, k.ParallelReduce)}
+        why = group_grid_reductions(self.body)
+        # A deferred grid reduction arrives with the last one: its semaphore is not needed.
+        semaphores -= {s.semaphores for s in k.walk(self.body) if isinstance(s, k.ParallelReduce)}
+        self.workspaces = [w for w in self.workspaces if w.name not in semaphores]
+        if why is not None:
             # Each grid reduction's last block is found by its own semaphore: a value that
             # combined two of them could be read in a block that is last for one only.
-            raise FuserError("a kernel with two grid reductions is not generated yet", op="codegen", tensor=self.name)
+            raise FuserError(
+                f"a kernel with two grid reductions is not generated when {why}", op="codegen", tensor=self.name
+            )
         unscoped = _unscoped_buffer(self.body, {t.name for t in self.tensor_args})
         if unscoped is not None:
             raise FuserError(
-                f"{unscoped} would be read outside the loops that compute it (two reductions of one "
-                "input in a reduction kernel are not generated yet)",
+                f"{unscoped} would be read outside the loops that compute it (a reduction's result read "
+                "by a tensor computed outside its loops, such as a squeeze of a reduction over "
+                "broadcast iteration axes, is not generated yet)",
                 op="codegen",
                 tensor=self.name,
             )

@@ -4,7 +4,7 @@ serial partials of one input one after the other."""
 from __future__ import annotations
 
 from fuser_core.codegen.lower.model import HARDWARE
-from fuser_core.ir.tensor_exprs import ReductionOp
+from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
 from fuser_core.ir.tensor_view import TensorView
 
 
@@ -41,9 +41,10 @@ def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
                 stack.extend(v for v in val.definition.inputs if isinstance(v, TensorView))
         return found
 
-    partials = {tv.name: sources(tv) for tv in order if _is_serial_partial(tv)}
+    # (A Welford reducing serially and across threads in one op counts as the first of them.)
+    partials = {tv.name: sources(tv) for tv in order if isinstance(tv.definition, ReductionOp | WelfordOp)}
     for tv in list(order):
-        if tv.name not in partials:
+        if not _is_serial_partial(tv):
             continue
         earlier = [q for q in order[: order.index(tv)] if partials.get(q.name, set()) & partials[tv.name]]
         if not earlier:
@@ -53,6 +54,20 @@ def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
         if all(position.get(name, -1) <= at for name in partials[tv.name]):  # its inputs are ready there
             order.remove(tv)
             order.insert(at + 1, tv)
+    # Reductions go one after the other too when nothing between feeds them (two grid
+    # reductions of one input: their accumulations share the loops, then they arrive once).
+    for tv in list(order):
+        if not isinstance(tv.definition, ReductionOp | WelfordOp) or _is_serial_partial(tv):
+            continue
+        at = order.index(tv)
+        earlier = [q for q in order[:at] if isinstance(q.definition, ReductionOp | WelfordOp)]
+        if not earlier or order.index(earlier[-1]) == at - 1:
+            continue
+        last = order.index(earlier[-1])
+        position = {q.name: i for i, q in enumerate(order)}
+        if all(position.get(name, -1) <= last for name in sources(tv)):  # its inputs are ready there
+            order.remove(tv)
+            order.insert(last + 1, tv)
     return order
 
 

@@ -73,7 +73,6 @@ class Reductions(Compute):
             # A serial partial (an rfactor) leaves its loops open: a sibling partial of the
             # same input shares them, and the input's register buffers with them.
             return
-        del self.stack[depth + 1 :]
         reduce = k.ParallelReduce(
             "welford" if welford else expr.op_type.rule.name,  # type: ignore[union-attr]
             tuple(names),
@@ -93,7 +92,9 @@ class Reductions(Compute):
             reduce.last = k.Var(DataType.Bool, f"last_{label}")
             for hw in block_dims:
                 self.grid_last[hw] = reduce.last
-        self._emit(reduce)
+        # Emitted once its loops close: another reduction of the same input may accumulate
+        # in them first (sum and max of a row in one pass).
+        self.pending_reduces.append((depth, reduce))
 
     def _welford_update(self, names: list[str], dtypes: list[DataType], slot: k.Node, value: k.Node) -> None:
         """One element into a running (avg, M2, N): Welford's update."""

@@ -21,6 +21,8 @@ class Stores(Reductions):
     def _materialize(self, tv: TensorView, inst: Instance, number: int) -> None:
         expr = tv.definition
         assert expr is not None
+        if self.pending_reduces and self._reads_pending(tv):
+            self._close_loops(min(depth for depth, _ in self.pending_reduces))
         if isinstance(expr, ReductionOp | WelfordOp):
             self._materialize_reduction(tv, expr, inst, number)
             return
@@ -34,6 +36,25 @@ class Stores(Reductions):
         else:
             self._store_local(tv, inst, number, vector)
         self.computing = None
+
+    def _reads_pending(self, tv: TensorView) -> bool:
+        """Whether `tv` must wait for the pending block/grid reductions: anything but a
+        reduction does (it may read their results), and so does a reduction of one."""
+        if not isinstance(tv.definition, ReductionOp | WelfordOp):
+            return True
+        pending = {name for _, reduce in self.pending_reduces for name in reduce.buffers}
+        stack = [v for v in tv.definition.inputs if isinstance(v, TensorView)]
+        seen: set[int] = set()
+        while stack:
+            val = stack.pop()
+            if val.name in seen:
+                continue
+            seen.add(val.name)
+            if any(name == f"T{val.name}" or name.startswith(f"T{val.name}_") for name in pending):
+                return True
+            if val.definition is not None and val not in self.inputs:
+                stack.extend(v for v in val.definition.inputs if isinstance(v, TensorView))
+        return False
 
     def _vector_width(self, tv: TensorView) -> int:
         last = tv.loop[-1] if tv.loop else None
@@ -85,7 +106,7 @@ class Stores(Reductions):
         store = k.Store(name, self._padded(tv, self._slot(tv)), self.value_of_definition(tv, inst))
         self._emit(store)
         # The tile is complete once every thread has written its part.
-        del self.stack[self.alloc_depth[tv.name] + 1 :]
+        self._close_loops(self.alloc_depth[tv.name])
         self._emit(k.Sync())
 
     def _store_local(self, tv: TensorView, inst: Instance, number: int, vector: int) -> None:

@@ -1,0 +1,126 @@
+"""Several grid reductions in one kernel (layer-norm backward's weight and bias gradients,
+two sums of one input over few rows). Each grid reduction alone finds the last block to
+arrive with its own semaphore, and only there holds its result: with two, the last
+blocks may differ, and nothing could be computed from both. So they arrive once: every
+grid reduction but the last of the kernel stores its partials and is *deferred*; the last
+one arrives and, in its last block, combines its own partials and the deferred ones. What
+read a deferred result between the two (its output's store) moves after the last."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fuser_core.codegen import kernel_ir as k
+
+
+def group_grid_reductions(body: list[k.Stmt]) -> str | None:
+    """Group the kernel's grid reductions in place; returns why they cannot be grouped
+    (None once grouped, or when there are fewer than two)."""
+    grids = [s for s in k.walk(body) if isinstance(s, k.ParallelReduce) and s.block_dims]
+    if len(grids) < 2:
+        return None
+    final = grids[-1]
+    scope = _scope_of(body, final)
+    if scope is None or any(not any(s is g for s in scope) for g in grids):
+        return "its grid reductions are in different loops"
+    if any(set(g.block_dims) != set(final.block_dims) or g.count != final.count for g in grids):
+        return "its grid reductions reduce along different block dimensions"
+    first = next(i for i, s in enumerate(scope) if s is grids[0])
+    end = next(i for i, s in enumerate(scope) if s is final)
+    deferred = grids[:-1]
+    tainted: set[str] = {b for g in deferred for b in g.buffers}
+    tainted |= {g.last.name for g in deferred if g.last is not None}
+    kept: list[k.Stmt] = []
+    moved: list[k.Stmt] = []
+    for stmt in scope[first + 1 : end]:
+        if isinstance(stmt, k.ParallelReduce) and any(stmt is g for g in deferred):
+            kept.append(stmt)
+            continue
+        reads, writes = _reads(stmt), _writes(stmt)
+        if reads & tainted:
+            moved.append(stmt)
+            tainted |= writes
+        else:
+            kept.append(stmt)
+    for stmt in [*kept, final]:
+        if _reads(stmt) & tainted:
+            return "a grid reduction reads the result of another"
+    aliases: list[k.Stmt] = []
+    for red in deferred:
+        if red.last is not None:
+            assert final.last is not None
+            aliases.append(k.Define(red.last, final.last))
+        red.deferred, red.last, red.semaphores = True, None, ""
+    final.combines = tuple(deferred)
+    scope[first + 1 :] = [*kept, final, *aliases, *moved, *scope[end + 1 :]]
+    return None
+
+
+def _scope_of(stmts: list[k.Stmt], target: k.Stmt) -> list[k.Stmt] | None:
+    if any(s is target for s in stmts):
+        return stmts
+    for stmt in stmts:
+        inner: list[list[k.Stmt]] = []
+        if isinstance(stmt, k.For):
+            inner = [stmt.body]
+        elif isinstance(stmt, k.If):
+            inner = [stmt.then, stmt.orelse]
+        for body in inner:
+            found = _scope_of(body, target)
+            if found is not None:
+                return found
+    return None
+
+
+def _node_names(node: k.Node) -> Iterator[str]:
+    if isinstance(node, k.Read):
+        yield node.buffer
+        yield from _node_names(node.index)
+    elif isinstance(node, k.Var):
+        yield node.name
+    elif isinstance(node, k.Bin):
+        yield from _node_names(node.a)
+        yield from _node_names(node.b)
+    elif isinstance(node, k.Un | k.Cast):
+        yield from _node_names(node.a)
+    elif isinstance(node, k.Call):
+        for arg in node.args:
+            yield from _node_names(arg)
+
+
+def _reads(stmt: k.Stmt) -> set[str]:
+    """Buffers and variables a statement (and what it encloses) reads."""
+    names: set[str] = set()
+    for s in k.walk([stmt]):
+        if isinstance(s, k.Store):
+            names |= {*_node_names(s.index), *_node_names(s.value)}
+        elif isinstance(s, k.Define):
+            names |= set(_node_names(s.value))
+        elif isinstance(s, k.VectorCopy):
+            names |= {s.src, *_node_names(s.src_index), *_node_names(s.dst_index)}
+        elif isinstance(s, k.If):
+            names |= set(_node_names(s.cond))
+        elif isinstance(s, k.For):
+            names |= set(_node_names(s.extent))
+        elif isinstance(s, k.ParallelReduce):
+            names |= {*s.buffers, *_node_names(s.index)}
+    return names
+
+
+def _writes(stmt: k.Stmt) -> set[str]:
+    """Buffers and variables a statement (and what it encloses) writes or defines."""
+    names: set[str] = set()
+    for s in k.walk([stmt]):
+        if isinstance(s, k.Store):
+            names.add(s.buffer)
+        elif isinstance(s, k.Define):
+            names.add(s.var.name)
+        elif isinstance(s, k.VectorCopy):
+            names.add(s.dst)
+        elif isinstance(s, k.Alloc):
+            names.add(s.buffer)
+        elif isinstance(s, k.ParallelReduce):
+            names |= set(s.buffers)
+            if s.last is not None:
+                names.add(s.last.name)
+    return names
