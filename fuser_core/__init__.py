@@ -26,6 +26,7 @@ from fuser_core.segmenter.printer import (
 )
 from fuser_core.segmenter.printer import print_scheduled as print_scheduled_groups
 from fuser_core.segmenter.segmented_fusion import SegmentedFusion
+from fuser_core.segmenter.why import MergeAnswer, SplitAnswer, explain_merge, explain_split
 
 __all__ = [
     "DEVICE_MODELS",
@@ -44,6 +45,7 @@ __all__ = [
     "LaunchParams",
     "LaunchRecord",
     "LoadedDefinition",
+    "MergeAnswer",
     "ReferenceBackend",
     "ReproScript",
     "RunReport",
@@ -51,12 +53,15 @@ __all__ = [
     "ScalarSpec",
     "SegmentedFusion",
     "SourceLocation",
+    "SplitAnswer",
     "Tensor",
     "TensorSpec",
     "Vector",
     "bind_args",
     "convert_inputs",
     "dump_sink",
+    "explain_merge",
+    "explain_split",
     "kernel_name",
     "load_repro",
     "materialize_inputs",
