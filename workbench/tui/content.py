@@ -303,3 +303,14 @@ def error_text(title: str, message: str, location: str = "", line: str = "") -> 
         text.append(f"\n    {location}: ", style="bold")
         text.append(line.strip(), style="bold yellow")
     return text
+
+
+def why_view(run: int, lines: Sequence[str]) -> RenderableType:
+    """The segmenter's answer to "why not fused?" (or a group's split), of run `run`."""
+    text = Text()
+    for i, line in enumerate(lines):
+        style = "bold" if i == 0 else ("bold yellow" if line.startswith(("answer:", "category:")) else "")
+        if " accepts" in line and line.startswith("  ") and not line.startswith("   "):
+            style = "green"
+        text.append(line + "\n", style=style)
+    return Group(Text(f"run {run}: ask again with w on two legend rows, escape to close", style="dim"), text)
