@@ -15,6 +15,7 @@ from fuser_core.runtime.arguments import bind_args, convert_inputs
 from fuser_core.runtime.artifacts import KernelArtifact, LaunchParams, LaunchRecord
 from fuser_core.runtime.executor_cache import CacheEvent, FusionExecutorCache, RunReport, select_backend
 from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend
+from fuser_core.runtime.roofline import RooflineEstimate
 from fuser_core.script.input_spec import ScalarSpec, TensorSpec, materialize_inputs
 from fuser_core.script.loader import LoadedDefinition, ReproScript, load_repro
 from fuser_core.segmenter.printer import (
@@ -48,6 +49,7 @@ __all__ = [
     "MergeAnswer",
     "ReferenceBackend",
     "ReproScript",
+    "RooflineEstimate",
     "RunReport",
     "Scalar",
     "ScalarSpec",
