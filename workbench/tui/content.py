@@ -25,6 +25,7 @@ from workbench.render.tables import (
     cache_text,
     correctness_text,
     edges_table,
+    estimates_table,
     group_color,
     launches_table,
     merges_table,
@@ -239,6 +240,7 @@ def run_view(result: RunResult, cuda_problem: str | None) -> RenderableType:
         parts.append(launches_table(a))
     else:
         parts.append(note(f"No per-kernel timings: {no_gpu_reason(a, cuda_problem)}."))
+    parts.append(estimates_table(a))
     if a.compiles:
         parts += [heading("Compilation"), *(Text(line) for line in a.compiles)]
     parts += [heading("Correctness against the reference"), correctness_text(a)]
