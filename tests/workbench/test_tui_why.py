@@ -87,3 +87,26 @@ def test_the_palette_asks_about_every_pair_and_every_groups_split():
         assert "every scheduler on the union, in priority order:" in text
 
     drive(app, steps)
+
+
+def test_y_asks_about_two_expressions_by_the_tensors_they_write():
+    app = make_app("issue785_reduction_pow", shapes=POW_SMALL)
+
+    async def steps(pilot):
+        await pilot.press("y")
+        await pilot.pause()
+        assert app.screen.__class__.__name__ == "AskWhyScreen"
+        await pilot.press(*"T4 T3", "enter")
+        await pilot.pause()
+        assert app.screen.__class__.__name__ != "AskWhyScreen"
+        assert "Why are g0 and g1 separate kernels?" in _why(app)
+
+        await pilot.press("escape")  # the legend is not focused: the answer stays
+        await pilot.press("y")
+        await pilot.pause()
+        await pilot.press(*"T4 T0", "enter")  # T0 is an input: no expression writes it
+        await pilot.pause()
+        assert "Why are g0 and g1 separate kernels?" in _why(app)  # the last answer is kept
+        assert any("no expression of this run writes T0" in str(n.message) for n in app._notifications)
+
+    drive(app, steps)

@@ -43,7 +43,7 @@ from workbench.session import (
 )
 from workbench.tui import content
 from workbench.tui.content import ALL, DiffState
-from workbench.tui.screens import FaultScreen, HelpScreen, OpenScreen
+from workbench.tui.screens import AskWhyScreen, FaultScreen, HelpScreen, OpenScreen
 from workbench.tui.sidebar import DEFAULT_DEVICE, Edits, Sidebar, option_switches, shape_text
 from workbench.tui.textview import TextView
 
@@ -189,6 +189,7 @@ class WorkbenchApp(App[None]):
         Binding("slash", "search", "search", key_display="/"),
         Binding("f1", "help", "help"),
         Binding("i", "edit_inputs", "edit inputs"),
+        Binding("y", "ask_why", "why not fused? (two groups or expressions)"),
         Binding("f", "fault", "the CUDA fault's kernels and repro", show=False),
         Binding("ctrl+o", "open", "open"),
         Binding("ctrl+g", "export('graph')", "export graph", show=False),
@@ -852,8 +853,26 @@ class WorkbenchApp(App[None]):
         yield SystemCommand("Reset inputs", "the shapes and scalars the script gives", self.reset_inputs)
         yield SystemCommand("Help", "every key binding (F1)", self.action_help)
 
+    def action_ask_why(self) -> None:
+        """Prompt for two groups or expressions (`g0 g1`, `T10 T25`), or one group."""
+
+        def asked(text: str | None) -> None:
+            names = (text or "").split()
+            if not names:
+                return
+            if len(names) > 2:
+                self.notify(f"name one group or two, not {len(names)}", title="why not fused?", severity="error")
+                return
+            self.ask_why(names[0], names[1] if len(names) == 2 else None)
+
+        self.push_screen(AskWhyScreen(), asked)
+
     def _why_commands(self) -> Iterable[SystemCommand]:
-        """ "Why not fused?" for each pair of the shown run's groups, and each group's split."""
+        """Why-not-fused questions: any two (the prompt), each pair of the shown run's
+        groups, and each group's split."""
+        yield SystemCommand(
+            "Why not fused…", "two groups or two expressions by tensor: g0 g1, T10 T25 (y)", self.action_ask_why
+        )
         a = self.good.artifacts if self.good is not None else None
         ids = [g.id for g in a.groups] if a is not None else []
         for i, first in enumerate(ids):
