@@ -88,7 +88,8 @@ class MergeAnswer:
         a, b = f"g{self.first}", f"g{self.second}"
         path = " -> ".join(f"g{g}" for g in self.cycle)
         if self.cycle:
-            return f"{a} and {b} stay apart: merging them would close the cycle {path} -> (merged)"
+            middle = ", ".join(f"g{g}" for g in self.cycle[1:-1])
+            return f"{a} and {b} stay apart: merged, one kernel would both feed {middle} and wait for it ({path})"
         if self.hint is not None:
             return f"{a} and {b} stay apart: {self.hint.reason}"
         if self.scheduler is not None:

@@ -43,7 +43,9 @@ def test_merging_around_a_kernel_between_them_would_close_a_cycle():
     answer = explain_merge(segmented, info, 0, 2)
     assert answer.cycle == (0, 1, 2)
     assert answer.category is RejectCategory.would_create_cycle
-    assert answer.conclusion() == "g0 and g2 stay apart: merging them would close the cycle g0 -> g1 -> g2 -> (merged)"
+    assert answer.conclusion() == (
+        "g0 and g2 stay apart: merged, one kernel would both feed g1 and wait for it (g0 -> g1 -> g2)"
+    )
     assert answer.handed[0].name.startswith("T") and answer.handed[0].nbytes == 8 * 16 * 4
     assert "cycle: g0 -> g1 -> g2" in answer.lines()
 
