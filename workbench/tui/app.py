@@ -189,7 +189,7 @@ class WorkbenchApp(App[None]):
         Binding("slash", "search", "search", key_display="/"),
         Binding("f1", "help", "help"),
         Binding("i", "edit_inputs", "edit inputs"),
-        Binding("y", "ask_why", "why not fused? (two groups or expressions)"),
+        Binding("y", "ask_why", "why not fused? (two groups or expressions)", show=False),
         Binding("f", "fault", "the CUDA fault's kernels and repro", show=False),
         Binding("ctrl+o", "open", "open"),
         Binding("ctrl+g", "export('graph')", "export graph", show=False),
