@@ -82,7 +82,7 @@ def test_the_palette_asks_about_every_pair_and_every_groups_split():
         titles["Why not fused: g0 + g1"].callback()
         await pilot.pause()
         text = _why(app)
-        assert text.startswith("run 1: ask again with w on two legend rows")
+        assert text.startswith("run 1: ask again with w on two legend rows or y; escape in the legend closes this")
         assert "answer: no scheduler takes g0 + g1" in text
         assert "every scheduler on the union, in priority order:" in text
 

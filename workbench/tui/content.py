@@ -315,4 +315,5 @@ def why_view(run: int, lines: Sequence[str]) -> RenderableType:
         if " accepts" in line and line.startswith("  ") and not line.startswith("   "):
             style = "green"
         text.append(line + "\n", style=style)
-    return Group(Text(f"run {run}: ask again with w on two legend rows, escape to close", style="dim"), text)
+    hint = f"run {run}: ask again with w on two legend rows or y; escape in the legend closes this"
+    return Group(Text(hint, style="dim"), text)
