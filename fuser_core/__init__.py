@@ -15,6 +15,7 @@ from fuser_core.runtime.arguments import bind_args, convert_inputs
 from fuser_core.runtime.artifacts import KernelArtifact, LaunchParams, LaunchRecord
 from fuser_core.runtime.executor_cache import CacheEvent, FusionExecutorCache, RunReport, select_backend
 from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend
+from fuser_core.runtime.roofline import RooflineEstimate
 from fuser_core.script.input_spec import ScalarSpec, TensorSpec, materialize_inputs
 from fuser_core.script.loader import LoadedDefinition, ReproScript, load_repro
 from fuser_core.segmenter.printer import (
@@ -26,6 +27,7 @@ from fuser_core.segmenter.printer import (
 )
 from fuser_core.segmenter.printer import print_scheduled as print_scheduled_groups
 from fuser_core.segmenter.segmented_fusion import SegmentedFusion
+from fuser_core.segmenter.why import MergeAnswer, SplitAnswer, explain_merge, explain_split
 
 __all__ = [
     "DEVICE_MODELS",
@@ -44,19 +46,24 @@ __all__ = [
     "LaunchParams",
     "LaunchRecord",
     "LoadedDefinition",
+    "MergeAnswer",
     "ReferenceBackend",
     "ReproScript",
+    "RooflineEstimate",
     "RunReport",
     "Scalar",
     "ScalarSpec",
     "SegmentedFusion",
     "SourceLocation",
+    "SplitAnswer",
     "Tensor",
     "TensorSpec",
     "Vector",
     "bind_args",
     "convert_inputs",
     "dump_sink",
+    "explain_merge",
+    "explain_split",
     "kernel_name",
     "load_repro",
     "materialize_inputs",

@@ -15,6 +15,7 @@ from typing import Any
 from fuser_core import (
     KernelArtifact,
     LaunchRecord,
+    RooflineEstimate,
     RunReport,
     SegmentedFusion,
     bind_args,
@@ -153,6 +154,7 @@ class Artifacts:
     index_type: str = ""  # "int32" or "int64": the signature's, from the inputs' sizes
     compiles: tuple[str, ...] = ()  # on a miss that built a runtime: what each kernel's compile did
     kernel_refusals: tuple[tuple[int, str], ...] = ()  # (group id, why codegen made no kernel for it)
+    estimates: tuple[RooflineEstimate, ...] = ()  # each group's roofline estimate at the run's sizes
 
     @property
     def scheduled_math(self) -> str:
@@ -164,6 +166,9 @@ class Artifacts:
 
     def group(self, group_id: int) -> GroupArtifact:
         return next(g for g in self.groups if g.id == group_id)
+
+    def estimate(self, group_id: int) -> RooflineEstimate | None:
+        return next((e for e in self.estimates if e.group_id == group_id), None)
 
     @property
     def kernels_note(self) -> str:
@@ -236,6 +241,7 @@ def collect(
         core_dumps=tuple(core_dumps),
         index_type=runtime.signature.index_type,
         compiles=tuple(report.compiles),
+        estimates=tuple(report.estimates),
     )
 
 

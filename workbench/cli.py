@@ -16,6 +16,10 @@
     fuser-wb export-repro FILE [-o repro.py]
                                      nvFuser's repro script of each definition, with
                                      the shapes, scalars and options given
+    fuser-wb why FILE g0 g1          ask the segmenter why two groups (or the groups of
+                                     two expressions, by tensor: T3 T9) are separate
+                                     kernels: every scheduler's verdict with its figures
+    fuser-wb why FILE g1             how g1 would be cut without its scheduler
     fuser-wb samples                 list the bundled sample fusions
 
 Running commands take --enable/--disable OPTS, --shapes (one AxBxC per tensor input),
@@ -64,9 +68,10 @@ from workbench.session import (
     split_names,
 )
 from workbench.tui import Launch, WorkbenchApp
+from workbench.why import answer_text
 
 __all__ = ["DEFAULT_MAX_INPUT_BYTES", "SAMPLES_DIR", "main", "resolve_script"]
-COMMANDS = ("tui", "dump", "diff", "graph", "metrics", "report", "export-repro", "samples")
+COMMANDS = ("tui", "dump", "diff", "graph", "metrics", "report", "export-repro", "why", "samples")
 DEFAULT_SAMPLE = "issue785_reduction_pow"
 
 
@@ -273,6 +278,21 @@ def export_repro_command(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def why(args: argparse.Namespace, out: TextIO) -> int:
+    """Run the (first, or --definition's) definition and ask why its groups are apart."""
+    with _command_options(args):
+        _check_backend(args.backend)
+        if len(args.names) > 2:
+            raise FuserError(f"why takes one group (its split) or two (their merge), not {len(args.names)}")
+        path = resolve_script(args.file)
+        session = next(_sessions(args, path))
+        _run(session, args)
+        answer = session.why(*args.names)
+        out.write(f"== {session.loaded.name} (line {session.loaded.lineno}): {session.settings().describe()}\n")
+        out.write(answer_text(answer))
+    return 0
+
+
 def tui(args: argparse.Namespace, out: TextIO) -> int:
     """Open the TUI; the script and the settings are checked inside it, where an error
     is shown in place."""
@@ -376,6 +396,12 @@ def _parser() -> argparse.ArgumentParser:
     repro_cmd.add_argument("-o", "--output", help="the file to write (default: <script>.<definition>.repro.py)")
     repro_cmd.add_argument("--output-dir", default=".", help="where the default-named files go (default: here)")
     _add_run_options(repro_cmd)
+    why_cmd = sub.add_parser(
+        "why", help="why two groups were not fused (every scheduler's verdict), or how one would be split"
+    )
+    why_cmd.add_argument("file")
+    why_cmd.add_argument("names", nargs="+", metavar="GROUP", help="g0 g1 (or tensors T3 T9); one group: its split")
+    _add_run_options(why_cmd)
     sub.add_parser("samples", help="list the bundled sample fusions")
     return parser
 
@@ -388,6 +414,7 @@ HANDLERS = {
     "metrics": metrics,
     "report": report,
     "export-repro": export_repro_command,
+    "why": why,
 }
 
 

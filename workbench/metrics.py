@@ -1,7 +1,10 @@
 """Metric tables: one row per kernel per run, as Inductor's metric tables keep them.
 
 Each group of a run is a row; the launch columns come from the run report's launch
-records (the cuda backend), and are empty with a note where nothing was launched.
+records (the cuda backend), and are empty with a note where nothing was launched. The
+roofline estimate (bytes over peak bandwidth, flops over peak throughput, and which
+bound applies) is there on every backend; with a measured time, `of_estimate` is the
+estimate over it (1.0 runs at the roofline).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import csv
 from collections.abc import Iterable
 from typing import TextIO
 
+from fuser_core import RooflineEstimate
 from workbench.session import RunResult
 
 COLUMNS = (
@@ -30,6 +34,10 @@ COLUMNS = (
     "registers",
     "spills",
     "estimate",
+    "estimate_us",
+    "bound",
+    "flops",
+    "of_estimate",
     "note",
 )
 
@@ -58,6 +66,7 @@ def rows(fusion: str, result: RunResult) -> list[dict[str, str]]:
         r = launches.get(g.id)
         row = {**dict.fromkeys(COLUMNS, ""), **base, "group": f"g{g.id}", "scheduler": g.scheduler}
         row |= {"kernel": g.kernel, "device": a.device}
+        row |= _estimate_columns(a.estimate(g.id), r.seconds if r is not None else None)
         if r is None:
             row["note"] = a.launches_note
         else:
@@ -68,10 +77,23 @@ def rows(fusion: str, result: RunResult) -> list[dict[str, str]]:
                 "fraction_of_peak": "" if r.fraction_of_peak is None else f"{r.fraction_of_peak:.4f}",
                 "registers": _blank(r.registers),
                 "spills": _blank(r.spills),
-                "estimate": r.estimate,
             }
         out.append(row)
     return out
+
+
+def _estimate_columns(e: RooflineEstimate | None, measured: float | None) -> dict[str, str]:
+    if e is None:
+        return {}
+    seconds, fraction = e.seconds, e.fraction_of(measured)
+    return {
+        "bytes": str(e.bytes_moved),
+        "estimate": e.line(),
+        "estimate_us": "" if seconds is None else f"{seconds * 1e6:.4f}",
+        "bound": e.bound,
+        "flops": str(e.flops),
+        "of_estimate": "" if fraction is None else f"{fraction:.4f}",
+    }
 
 
 def write_csv(out: TextIO, table: Iterable[dict[str, str]]) -> int:

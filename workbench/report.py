@@ -91,8 +91,18 @@ def json_report(source: str, result: RunResult) -> dict[str, Any]:
     data["stages"] = [_plain(s) for s in stages(a)]
     data["artifacts"] = _plain(a)
     data["artifacts"]["launches"] = [
-        {**_plain(r), "bytes_moved": r.bytes_moved, "gbps": r.gbps, "fraction_of_peak": r.fraction_of_peak}
+        {
+            **_plain(r),
+            "bytes_moved": r.bytes_moved,
+            "gbps": r.gbps,
+            "fraction_of_peak": r.fraction_of_peak,
+            "fraction_of_estimate": r.fraction_of_estimate,
+        }
         for r in a.launches
+    ]
+    data["artifacts"]["estimates"] = [
+        {**_plain(e), "bytes_moved": e.bytes_moved, "seconds": e.seconds, "bound": e.bound, "line": e.line()}
+        for e in a.estimates
     ]
     data["notes"] = {"kernels": a.kernels_note, "launches": a.launches_note, "correctness": a.correctness.note}
     return data

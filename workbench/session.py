@@ -41,6 +41,7 @@ from fuser_core import (
     ReproScript,
     ScalarSpec,
     TensorSpec,
+    convert_inputs,
     dump_sink,
     load_repro,
     materialize_inputs,
@@ -49,6 +50,7 @@ from fuser_core import (
 )
 from workbench.artifacts import Artifacts, Correctness, OutputCheck, collect
 from workbench.samples import resolve_script
+from workbench.why import Asker, ask, group_of, parse_ref
 
 DEFAULT_MAX_INPUT_BYTES = 4 * 2**30
 REFERENCE = "reference"
@@ -218,6 +220,7 @@ class RunResult:
     artifacts: Artifacts | None = None
     error: RunError | None = None
     effective: tuple[str, ...] = ()  # option names in effect, the environment's included
+    asker: Asker | None = field(default=None, compare=False, repr=False)  # answers "why not fused?"
 
     @property
     def ok(self) -> bool:
@@ -422,9 +425,44 @@ class Session:
             correctness = self._check(loaded, opts.backend, inputs, outputs)
             progress(STEP_COLLECT)
             artifacts = collect(report, loaded.fd.fusion_ir(), inputs, correctness, opts.backend, captured)
+            runtime = report.runtime
+            asker = Asker(runtime.segmented, runtime.runtime_info(convert_inputs(runtime.segmented.complete, inputs)))
         names = [o.name for o in sorted(effective.disable, key=lambda o: o.name)]
         names += [o.name for o in sorted(effective.enable, key=lambda o: o.name)]
-        return RunResult(self._runs, settings, artifacts, effective=tuple(names))
+        return RunResult(self._runs, settings, artifacts, effective=tuple(names), asker=asker)
+
+    def why(self, first: str, second: str | None = None) -> Any:
+        """Ask the segmenter about a kept run without changing it: why groups (or the groups
+        of two expressions, by the tensors they write) `first` and `second` are separate
+        kernels (a MergeAnswer); with one name, how that group would be cut without its
+        scheduler (a SplitAnswer). Names: `g0`, `T7`, `2:g0` (of run 2)."""
+        current = self.current.index + 1 if self.current is not None else None
+        refs = [(run or current, name) for run, name in (parse_ref(n) for n in (first, second) if n is not None)]
+        runs = {run for run, _ in refs}
+        if len(runs) > 1:
+            named = " and ".join(f"{name} of run {run}" for run, name in refs)
+            raise FuserError(f"{named} are of different runs: ask about groups of one run")
+        result = self._kept(runs.pop())
+        assert result.artifacts is not None and result.asker is not None
+        ids = [group_of(name, result.artifacts) for _, name in refs]
+        if len(ids) == 2 and ids[0] == ids[1]:
+            raise FuserError(f"{first} and {second} are both in g{ids[0]}: one kernel already")
+        return ask(result.asker, ids[0], ids[1] if len(ids) == 2 else None)
+
+    def _kept(self, run: int | None) -> RunResult:
+        """The kept run numbered `run` (1-based, as the TUI shows it), or the current one."""
+        kept = [r for r in (self.previous, self.current) if r is not None]
+        if run is not None:
+            kept = [r for r in kept if r.index + 1 == run]
+            if not kept:
+                numbers = ", ".join(str(r.index + 1) for r in (self.previous, self.current) if r is not None)
+                raise FuserError(f"run {run} is not kept: the session keeps its last two runs ({numbers or 'none'})")
+        result = kept[-1] if kept else None
+        if result is None:
+            raise FuserError("no run to ask about: run the fusion first")
+        if result.asker is None:
+            raise FuserError(f"run {result.index + 1} failed: there is no segmentation to ask about")
+        return result
 
     def _cache(self, loaded: LoadedDefinition, backend: str, device_model: str | None) -> FusionExecutorCache:
         key = (loaded.name, backend, device_model)

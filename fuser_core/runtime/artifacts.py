@@ -51,6 +51,7 @@ class LaunchRecord:
     spills: int | None  # local memory bytes per thread
     peak_bytes_per_second: float  # the device model's DRAM bandwidth
     estimate: str  # "memory-bound" or "compute-bound", with the estimated time
+    estimate_seconds: float | None = None  # the roofline estimate (runtime.roofline), where known
 
     @property
     def bytes_moved(self) -> int:
@@ -63,3 +64,10 @@ class LaunchRecord:
     @property
     def fraction_of_peak(self) -> float | None:
         return None if not self.seconds else self.bytes_moved / self.seconds / self.peak_bytes_per_second
+
+    @property
+    def fraction_of_estimate(self) -> float | None:
+        """The roofline estimate over the measured time: 1.0 runs at the roofline."""
+        if not self.seconds or self.estimate_seconds is None:
+            return None
+        return self.estimate_seconds / self.seconds

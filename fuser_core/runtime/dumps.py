@@ -88,5 +88,6 @@ def print_launches(launches: tuple[LaunchRecord, ...], backend: str) -> str:
         lines.append(
             f"  g{r.group_id} {r.kernel}: {r.launch.line()}; read {r.bytes_read} B, wrote {r.bytes_written} B;"
             f" registers {r.registers}, spills {r.spills} B; {time}; {r.estimate}"
+            + (f"; measured at {r.fraction_of_estimate:.0%} of the estimate" if r.fraction_of_estimate else "")
         )
     return "\n".join(lines) + "\n"

@@ -44,6 +44,7 @@ from fuser_core.runtime.kernel_runtime import (
     compile_fusion,
 )
 from fuser_core.runtime.launch_errors import CudaFaultError
+from fuser_core.runtime.roofline import RooflineEstimate, estimate_group
 from fuser_core.runtime.signature import InputSignature
 from fuser_core.scheduler.device import select_device
 
@@ -80,6 +81,7 @@ class RunReport:
     compiles: tuple[str, ...] = ()  # on a miss that built a runtime: what each kernel's compile did
     rng_seed: int | None = None  # the seed drawn for unseeded random ops (replays the run)
     rng_offset: int = 0  # and their base Philox offset (op i draws at rng_offset + i)
+    estimates: tuple[RooflineEstimate, ...] = ()  # each kernel's roofline estimate at this run's sizes
 
     def compile_summary(self) -> str:
         """`compiled 2 kernels (0.41 s)`, or `warm start: compiled nothing` when every
@@ -159,6 +161,7 @@ class FusionExecutorCache:
                 template.arguments,
                 time.perf_counter() - start,
                 launches,
+                estimates=template.estimates,
             )
         )
         self._runs += 1
@@ -204,16 +207,18 @@ class FusionExecutorCache:
             outputs = runtime.run(args)
         seconds = time.perf_counter() - start
         seed, offset = drawn[0] if drawn else (None, 0)
+        estimates = _estimates(runtime, args)
         report = RunReport(
             self._runs,
             event,
             runtime,
             _describe_args(self.fusion, args),
             seconds,
-            runtime.launches,
+            _with_estimates(runtime.launches, estimates),
             compiles=_compile_events(runtime) if not event.hit else (),
             rng_seed=seed,
             rng_offset=offset,
+            estimates=estimates,
         )
         self._runs += 1
         self.reports.append(report)
@@ -478,3 +483,29 @@ def _describe_args(fusion: Fusion, args: Sequence[Any]) -> tuple[str, ...]:
         else:
             lines.append(f"{index}: {val} = {arg!r}")
     return tuple(lines)
+
+
+def _estimates(runtime: FusionKernelRuntime, args: Sequence[Any]) -> tuple[RooflineEstimate, ...]:
+    """Each group's roofline estimate at these inputs' sizes (none for a group whose sizes
+    only its run computes)."""
+    info = runtime.runtime_info(args)
+    found = []
+    for group in runtime.segmented.groups:
+        try:
+            found.append(estimate_group(group, info))
+        except Exception:  # an extent only the run computes (a data-dependent size)
+            continue
+    return tuple(found)
+
+
+def _with_estimates(
+    launches: tuple[LaunchRecord, ...], estimates: tuple[RooflineEstimate, ...]
+) -> tuple[LaunchRecord, ...]:
+    """The launches with their kernel's roofline estimate beside the measurement."""
+    by_group = {e.group_id: e for e in estimates}
+    return tuple(
+        dataclasses.replace(r, estimate=by_group[r.group_id].line(), estimate_seconds=by_group[r.group_id].seconds)
+        if r.group_id in by_group
+        else r
+        for r in launches
+    )

@@ -142,14 +142,17 @@ class FusionKernelRuntime:
     def refusal(self, args: Sequence[Any]) -> str | None:
         """Why this runtime cannot run these inputs (same signature, other sizes): a
         kernel's scheduler rejects them, or would choose other parameters; None if it can."""
+        return self.segmented.refusal(self.runtime_info(args))
+
+    def runtime_info(self, args: Sequence[Any]) -> RuntimeInfo:
+        """The sizes of these (converted) inputs as this runtime's schedulers see them."""
         complete = self.segmented.complete
-        info = RuntimeInfo(
+        return RuntimeInfo(
             bind_args(complete, args, values=False),
             self.compiled.device,
             self.signature.index_type,
             vectorize=self.flags.vectorize,
         )
-        return self.segmented.refusal(info)
 
     @property
     def kernels(self) -> tuple[KernelArtifact, ...]:

@@ -10,7 +10,7 @@ the scheduler, the reason, and a category the segmenter's legend groups them by.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -56,13 +56,21 @@ class Rejection:
     reason: str
     category: RejectCategory
     at_run_time: bool = False  # rejected for these sizes, not for the kind of group
+    # The figures behind the reason, as (what, value): bytes against a budget, the
+    # domains that disagree. Not part of equality: the reason already names the decision.
+    numbers: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def line(self) -> str:
         return f"Scheduler _{self.scheduler.value}_ ***rejected*** because : {self.reason}"
 
 
-def reject(scheduler: SchedulerType, reason: str, category: RejectCategory = RejectCategory.unsupported) -> Rejection:
-    return Rejection(scheduler, reason, category)
+def reject(
+    scheduler: SchedulerType,
+    reason: str,
+    category: RejectCategory = RejectCategory.unsupported,
+    numbers: tuple[tuple[str, str], ...] = (),
+) -> Rejection:
+    return Rejection(scheduler, reason, category, numbers=numbers)
 
 
 def main_category(rejections: list[Rejection]) -> RejectCategory:

@@ -49,6 +49,17 @@ def uncovered_message(group: GroupView, candidates: list[TensorView]) -> str:
     return f"cannot find reference tensor: T{missed.name} iterates axes that T{best.name} does not cover"
 
 
+def uncovered_numbers(group: GroupView, candidates: list[TensorView]) -> tuple[tuple[str, str], ...]:
+    """The two tensors whose iteration domains disagree, as printed: the one iterating
+    axes the best candidate reference does not cover, and that candidate."""
+    if not candidates:
+        return ()
+    best = max(candidates, key=lambda tv: tv.ndim)
+    covered = ancestor_sets(group.id_map, best, group.links)
+    missed = next(tv for tv in group.tensors if not concrete_sets(group.id_map, tv) <= covered)
+    return (("iterates", str(missed)), ("reference candidate", str(best)))
+
+
 def broadcast_rejection(kind: SchedulerType, group: GroupView) -> Rejection | None:
     conflicts = broadcast_conflicts(group.id_map, group.exprs)
     if conflicts:
@@ -56,6 +67,7 @@ def broadcast_rejection(kind: SchedulerType, group: GroupView) -> Rejection | No
             kind,
             f"Broadcasting dimension might be broadcasting to multiple sizes ({conflicts[0]})",
             RejectCategory.disjoint_domains,
+            (("broadcast axis", str(conflicts[0])),),
         )
     return None
 
@@ -93,6 +105,7 @@ def reduction_signature_rejection(kind: SchedulerType, group: GroupView) -> Reje
                 kind,
                 f"reductions T{first.name} and T{tv.name} do not reduce the same axes over the same iteration domain",
                 RejectCategory.reduction_axes_mismatch,
+                (("first reduction", str(first)), ("second reduction", str(tv))),
             )
     return None
 

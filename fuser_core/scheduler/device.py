@@ -41,6 +41,7 @@ class DeviceProperties:
     peak_dram_bandwidth_gbps: float  # 0.0 where it is unknown
     max_grid_dim: tuple[int, int, int] = MAX_GRID_DIM
     source: str = NAMED_SOURCE
+    peak_fp32_gflops: float = 0.0  # non-tensor-core FP32 throughput, GFLOP/s; 0.0 where unknown
 
     @property
     def arch(self) -> str:
@@ -55,6 +56,7 @@ class DeviceProperties:
     def describe(self) -> str:
         """A few lines for dumps: where the figures came from and what they are."""
         bandwidth = f"{self.peak_dram_bandwidth_gbps:.0f} GB/s" if self.peak_dram_bandwidth_gbps else "unknown"
+        flops = f"{self.peak_fp32_gflops / 1e3:.1f} TFLOP/s" if self.peak_fp32_gflops else "unknown"
         grid = " x ".join(str(d) for d in self.max_grid_dim)
         return "\n".join(
             [
@@ -66,6 +68,7 @@ class DeviceProperties:
                 f"  shared memory: {_kib(self.shared_memory_per_block)} per block (opt-in),"
                 f" {_kib(self.shared_memory_per_sm)} per SM; L2 {_mib(self.l2_cache_bytes)}",
                 f"  peak DRAM bandwidth: {bandwidth}",
+                f"  peak FP32 throughput: {flops}",
             ]
         )
 
@@ -84,6 +87,8 @@ def _mib(size: int) -> str:
 # HBM3e). L2: NVIDIA publishes 50 MB for H100 and no figure for H200; an H100 SXM5
 # reports l2CacheSize 52428800 (50 MiB) and an H200 62914560 (60 MiB), both read through
 # CuPy 14.2 with driver 580.159 / CUDA 13. Every other field matched those readings.
+# FP32 throughput (no tensor cores): 67 TFLOP/s on both datasheets (132 SMs x 128 FP32
+# lanes x 2 flops per FMA x 1.98 GHz boost); CUDA reports no such figure.
 H100_SXM = DeviceProperties(
     name="NVIDIA H100 SXM5",
     sm_count=132,
@@ -97,6 +102,7 @@ H100_SXM = DeviceProperties(
     warp_size=32,
     compute_capability=(9, 0),
     peak_dram_bandwidth_gbps=3350.0,
+    peak_fp32_gflops=67000.0,
 )
 H200 = replace(H100_SXM, name="NVIDIA H200", l2_cache_bytes=60 * MIB, peak_dram_bandwidth_gbps=4800.0)
 
@@ -150,7 +156,14 @@ def _from_cuda_properties(props: Mapping[str, Any], bandwidth_gbps: float, sourc
         peak_dram_bandwidth_gbps=bandwidth_gbps,
         max_grid_dim=_grid(props.get("maxGridSize", MAX_GRID_DIM)),
         source=source,
+        peak_fp32_gflops=_peak_fp32(_gpu_name(props)),
     )
+
+
+def _peak_fp32(gpu_name: str) -> float:
+    """FP32 throughput of the named default of the same GPU; 0.0 (unknown) for any other."""
+    named = named_device_for_gpu(gpu_name)
+    return named.peak_fp32_gflops if named is not None else 0.0
 
 
 def _gpu_name(props: Mapping[str, Any]) -> str:

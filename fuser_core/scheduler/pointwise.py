@@ -31,6 +31,7 @@ from fuser_core.scheduler.checks import (
     expr_eval_rejection,
     propagation_rejection,
     uncovered_message,
+    uncovered_numbers,
 )
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 from fuser_core.scheduler.id_map import ancestor_sets, concrete_sets
@@ -63,7 +64,12 @@ class PointwiseScheduler:
             return reject(self.type, "no support for reduction ops", RejectCategory.unsupported)
         reference = covering_output(group, group.outputs)
         if reference is None:
-            return reject(self.type, uncovered_message(group, group.outputs), RejectCategory.disjoint_domains)
+            return reject(
+                self.type,
+                uncovered_message(group, group.outputs),
+                RejectCategory.disjoint_domains,
+                uncovered_numbers(group, group.outputs),
+            )
         sliced = _sliced_away(group, reference)
         if sliced is not None:
             return reject(self.type, sliced, RejectCategory.disjoint_domains)

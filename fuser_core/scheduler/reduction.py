@@ -32,6 +32,7 @@ from fuser_core.scheduler.checks import (
     propagation_rejection,
     reduction_signature_rejection,
     uncovered_message,
+    uncovered_numbers,
 )
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 from fuser_core.scheduler.id_map import IdMap, concrete_sets, reduction_sets
@@ -106,7 +107,12 @@ class ReductionScheduler:
             return rejection
         reference = group.reduction_tvs()[0]
         if covering_output(group, [reference]) is None:
-            return reject(self.type, uncovered_message(group, [reference]), RejectCategory.disjoint_domains)
+            return reject(
+                self.type,
+                uncovered_message(group, [reference]),
+                RejectCategory.disjoint_domains,
+                uncovered_numbers(group, [reference]),
+            )
         rejection = _broadcast_along_own_reduction(self.type, group, reference)
         if rejection is not None:
             return rejection
@@ -130,6 +136,11 @@ class ReductionScheduler:
                 f"not enough registers or shared memory for persistence: {row_bytes} bytes per row, "
                 f"{info.device.shared_memory_per_block} bytes of shared memory per block",
                 RejectCategory.persistent_buffer_too_large,
+                (
+                    ("persistent buffer bytes per row", str(row_bytes)),
+                    ("budget: shared memory per block", str(info.device.shared_memory_per_block)),
+                    ("persistent buffers", ", ".join(f"T{tv.name}" for tv in persistent_buffers(group))),
+                ),
             )
         return None
 

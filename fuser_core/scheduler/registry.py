@@ -28,19 +28,26 @@ SCHEDULERS: tuple[Scheduler, ...] = (
 BY_TYPE: dict[SchedulerType, Scheduler] = {s.type: s for s in (*SCHEDULERS, UserScheduler())}
 
 
-def propose(group: GroupView, info: RuntimeInfo | None) -> tuple[Scheduler | None, list[Rejection]]:
-    """The first scheduler that accepts `group`, and every rejection before it. With
-    no `info`, only compile-time checks run (an optimistic answer)."""
+def propose(
+    group: GroupView, info: RuntimeInfo | None, schedulers: tuple[Scheduler, ...] = SCHEDULERS
+) -> tuple[Scheduler | None, list[Rejection]]:
+    """The first of `schedulers` that accepts `group`, and every rejection before it.
+    With no `info`, only compile-time checks run (an optimistic answer)."""
     rejections: list[Rejection] = []
-    if group.self_mapping is not None:  # nvFuser's generic check, before any scheduler's own
-        reason = group.self_mapping
-        return None, [Rejection(s.type, reason, RejectCategory.self_mapping) for s in SCHEDULERS]
-    for scheduler in SCHEDULERS:
-        rejection = scheduler.compile_time_check(group)
-        if rejection is None and info is not None:
-            rejection = scheduler.run_time_check(group, info)
-            rejection = replace(rejection, at_run_time=True) if rejection is not None else None
+    for scheduler in schedulers:
+        rejection = verdict(scheduler, group, info)
         if rejection is None:
             return scheduler, rejections
         rejections.append(rejection)
     return None, rejections
+
+
+def verdict(scheduler: Scheduler, group: GroupView, info: RuntimeInfo | None) -> Rejection | None:
+    """One scheduler's answer for `group`: None if it takes it, else why not."""
+    if group.self_mapping is not None:  # nvFuser's generic check, before any scheduler's own
+        return Rejection(scheduler.type, group.self_mapping, RejectCategory.self_mapping)
+    rejection = scheduler.compile_time_check(group)
+    if rejection is None and info is not None:
+        rejection = scheduler.run_time_check(group, info)
+        rejection = replace(rejection, at_run_time=True) if rejection is not None else None
+    return rejection

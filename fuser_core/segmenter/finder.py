@@ -26,7 +26,7 @@ from fuser_core.scheduler.base import RejectCategory, Rejection, Scheduler, Sche
 from fuser_core.scheduler.common import drop_output_hints
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 from fuser_core.scheduler.id_map import IdMap
-from fuser_core.scheduler.registry import BY_TYPE, propose
+from fuser_core.scheduler.registry import BY_TYPE, SCHEDULERS, propose
 from fuser_core.segmenter.segmented_fusion import (
     MergeAttempt,
     NeighbourReason,
@@ -77,10 +77,20 @@ class _Group:
 
 
 class SegmentCandidateFinder:
-    def __init__(self, fusion: Fusion, info: RuntimeInfo) -> None:
+    def __init__(
+        self,
+        fusion: Fusion,
+        info: RuntimeInfo,
+        exprs: Sequence[Expr] | None = None,
+        schedulers: tuple[Scheduler, ...] = SCHEDULERS,
+    ) -> None:
+        """`exprs` (default: every tensor expression of `fusion`) are the ones to cut, and
+        `schedulers` the ones that may take a group: a subset of either asks how the
+        segmenter would have cut one group had its own scheduler not been there."""
         self.fusion = fusion
         self.info = info
-        self.exprs = [e for e in fusion.exprs() if e.is_tensor_op()]
+        self.schedulers = schedulers
+        self.exprs = list(exprs) if exprs is not None else [e for e in fusion.exprs() if e.is_tensor_op()]
         self.order = {id(e): i for i, e in enumerate(self.exprs)}
         self.fusion_outputs = {id(v) for v in fusion.outputs}
         self.attempts: list[MergeAttempt] = []
@@ -98,7 +108,7 @@ class SegmentCandidateFinder:
             return self._finish([group], ())
         has_hint = any(_is_segment_hint(e) for e in self.exprs)
         whole = GroupView.of(self.exprs, self.fusion_outputs)
-        scheduler, rejections = propose(whole, self.info)
+        scheduler, rejections = propose(whole, self.info, self.schedulers)
         if scheduler is not None and not has_hint:
             group = self._new_group(self.exprs)
             group.verdict = (scheduler, rejections)
@@ -122,6 +132,21 @@ class SegmentCandidateFinder:
         self._merge_rounds()
         self._final_merge()
         return self._finish(list(self.groups.values()), tuple(rejections))
+
+    def split(self) -> list[tuple[list[Expr], Scheduler | None, list[Rejection]]]:
+        """The groups these expressions would be cut into, producers first, each with its
+        scheduler (None where no scheduler takes even one expression) and the rejections
+        before it. The fusion's own segmentation is untouched."""
+        scheduler, rejections = self._try(self.exprs)
+        if scheduler is not None:
+            return [(self.exprs, scheduler, rejections)]
+        for expr in self.exprs:
+            self._new_group([expr])
+        self._connect()
+        self._merge_rounds()
+        self._final_merge()
+        self._connect()
+        return [(g.exprs, *self._verdict(g)) for g in self._levels()]
 
     # -- groups and edges ---------------------------------------------------------------
     def _new_group(self, exprs: Sequence[Expr]) -> _Group:
@@ -172,11 +197,11 @@ class SegmentCandidateFinder:
     def _try(self, exprs: list[Expr]) -> tuple[Scheduler | None, list[Rejection]]:
         key = frozenset(id(e) for e in exprs)
         if key not in self._tried:
-            hint = _crossed_hint(exprs)
+            hint = crossed_hint(exprs)
             if hint is not None:
                 self._tried[key] = (None, [hint])
             else:
-                self._tried[key] = propose(GroupView.of(exprs, self.fusion_outputs), self.info)
+                self._tried[key] = propose(GroupView.of(exprs, self.fusion_outputs), self.info, self.schedulers)
         return self._tried[key]
 
     def _attempt(self, a: _Group, b: _Group, stage: str) -> bool:
@@ -366,7 +391,7 @@ def _is_segment_hint(expr: Expr) -> bool:
     return isinstance(expr, LoadStoreOp) and expr.op_type == "SegmenterSet"
 
 
-def _crossed_hint(exprs: list[Expr]) -> Rejection | None:
+def crossed_hint(exprs: list[Expr]) -> Rejection | None:
     """A segment_set's output starts a new segment: no group may hold both the hint and
     a use of its output."""
     members = {id(e) for e in exprs}
@@ -376,6 +401,7 @@ def _crossed_hint(exprs: list[Expr]) -> Rejection | None:
                 SchedulerType.pointwise,
                 f"segment_set T{expr.output.name} asks for a new segment after it",
                 RejectCategory.segment_set,
+                (("segment_set", f"T{expr.output.name} = segment_set(T{expr.inputs[0].name})"),),
             )
     return None
 

@@ -33,6 +33,10 @@ EXPECTED_COLUMNS = [
     "registers",
     "spills",
     "estimate",
+    "estimate_us",
+    "bound",
+    "flops",
+    "of_estimate",
     "note",
 ]
 
@@ -119,6 +123,14 @@ def test_the_csv_has_one_row_per_kernel_per_run_with_every_column(pow_run, tmp_p
     assert table[0]["shapes"] == "4x8x64 4x8x64" and table[0]["backend"] == "reference"
     assert table[1]["kernel"] == "nvfuser_pointwise_f0_c1_r0_g1"
     assert table[0]["time_us"] == "" and "nothing launched" in table[0]["note"]
+    # no time on the reference backend, but the roofline estimate of every kernel
+    reduction, pointwise = table
+    assert (reduction["bytes"], reduction["flops"], reduction["bound"]) == ("8448", "2048", "memory")
+    assert reduction["estimate"] == (
+        "memory-bound: 2.52 ns (8448 B at 3350 GB/s: 2.52 ns; 2048 flop at 67000 GFLOP/s: 30.6 ps)"
+    )
+    assert reduction["estimate_us"] == "0.0025" and reduction["of_estimate"] == ""
+    assert (pointwise["bytes"], pointwise["flops"], pointwise["estimate_us"]) == ("16384", "2048", "0.0049")
 
 
 def test_the_html_report_is_self_contained_with_every_stages_heading(pow_run):
@@ -128,7 +140,7 @@ def test_the_html_report_is_self_contained_with_every_stages_heading(pow_run):
     text = re.sub(r"<[^>]+>", "", page).replace("&gt;", ">").replace("&lt;", "<").replace("&quot;", '"')
     for stage in stages(pow_run.artifacts):
         assert stage.label in text, stage.label
-    for heading in ("kernels", "launches and timing", "correctness"):
+    for heading in ("kernels", "launches and timing", "correctness", "Roofline estimates on NVIDIA H100 SXM5"):
         assert heading in text
     assert "Fuser Workbench report: issue785_reduction_pow.py :: nvfuser_fusion_id6" in text
     assert "// g1 pointwise" in text
@@ -152,6 +164,12 @@ def test_the_json_report_holds_the_same_stages_as_data(pow_run):
     assert data["artifacts"]["reasons"][0]["category"] == "disjoint iteration domains"
     assert [k["name"] for k in data["artifacts"]["kernels"]] == [k.name for k in pow_run.artifacts.kernels]
     assert data["notes"]["launches"].startswith("reference backend: nothing launched")
+    estimates = data["artifacts"]["estimates"]
+    assert [(e["group_id"], e["bytes_moved"], e["flops"], e["bound"]) for e in estimates] == [
+        (0, 8448, 2048, "memory"),
+        (1, 16384, 2048, "memory"),
+    ]
+    assert estimates[0]["seconds"] == pytest.approx(8448 / 3350e9) and estimates[0]["line"].startswith("memory-bound")
     assert data["error"] is None
 
 

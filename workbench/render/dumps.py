@@ -14,6 +14,7 @@ from workbench.render.tables import (
     cache_text,
     correctness_text,
     edges_table,
+    estimates_table,
     launches_table,
     legend_table,
     note,
@@ -79,7 +80,7 @@ def _per_kernel(render: Callable[..., RenderableType]) -> Renderer:
 
 
 def _metadata(a: Artifacts) -> RenderableType:
-    return Group(launches_table(a), correctness_text(a))
+    return Group(launches_table(a), estimates_table(a), correctness_text(a))
 
 
 RENDERERS: dict[str, Renderer] = {
@@ -136,6 +137,6 @@ def render_run(a: Artifacts) -> RenderableType:
         parts += [rule(stage.label), render_dump(stage.key, one)]
     if not a.kernels:
         parts += [rule("kernels"), note(a.kernels_note)]
-    parts += [rule("launches and timing"), launches_table(a)]
+    parts += [rule("launches and timing"), launches_table(a), estimates_table(a)]
     parts += [rule("correctness"), correctness_text(a)]
     return Group(*parts)

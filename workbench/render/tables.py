@@ -226,6 +226,32 @@ def launches_table(a: Artifacts) -> RenderableType:
     return table
 
 
+def estimates_table(a: Artifacts) -> RenderableType:
+    """Each kernel's roofline estimate on the device model, with the measured time beside
+    it where the run was timed on the GPU."""
+    if not a.estimates:
+        return note("no roofline estimates: no group's sizes are known before it runs")
+    table = Table(title=f"Roofline estimates on {a.device}", title_justify="left")
+    columns = ("group", "scheduler", "bytes", "flops", "bound", "estimate", "measured", "of estimate")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("group", "scheduler", "bound") else "right")
+    measured = {r.group_id: r.seconds for r in a.launches}
+    for e in a.estimates:
+        seconds = measured.get(e.group_id)
+        fraction = e.fraction_of(seconds)
+        table.add_row(
+            f"g{e.group_id}",
+            e.scheduler,
+            str(e.bytes_moved),
+            str(e.flops),
+            e.bound,
+            e.time_text(),
+            format_seconds(seconds) if seconds else "-",
+            f"{fraction:.0%}" if fraction is not None else "-",
+        )
+    return table
+
+
 def correctness_text(a: Artifacts) -> RenderableType:
     c = a.correctness
     if not c.checks:

@@ -43,7 +43,7 @@ from workbench.session import (
 )
 from workbench.tui import content
 from workbench.tui.content import ALL, DiffState
-from workbench.tui.screens import FaultScreen, HelpScreen, OpenScreen
+from workbench.tui.screens import AskWhyScreen, FaultScreen, HelpScreen, OpenScreen
 from workbench.tui.sidebar import DEFAULT_DEVICE, Edits, Sidebar, option_switches, shape_text
 from workbench.tui.textview import TextView
 
@@ -117,6 +117,7 @@ class Legend(DataTable[Any]):
         Binding("s", "jump('scheduled')", "its scheduled IR"),
         Binding("k", "jump('kernel')", "its kernel IR"),
         Binding("c", "jump('cuda')", "its CUDA"),
+        Binding("w", "why", "why not fused: mark, then w on another group (w twice: its split)"),
         Binding("escape", "clear", "clear highlight"),
     ]
 
@@ -124,6 +125,13 @@ class Legend(DataTable[Any]):
         def __init__(self, group: int | None, tab: str | None = None) -> None:
             super().__init__()
             self.group, self.tab = group, tab
+
+    class WhyAsked(Message):
+        """The user pressed w on a group's row."""
+
+        def __init__(self, group: int) -> None:
+            super().__init__()
+            self.group = group
 
     COLUMNS = ("group", "kernel", "inputs -> outputs", "not merged with")
 
@@ -161,6 +169,11 @@ class Legend(DataTable[Any]):
     def action_jump(self, tab: str) -> None:
         self.post_message(self.Chosen(self._cursor_group(), tab))
 
+    def action_why(self) -> None:
+        group = self._cursor_group()
+        if group is not None:
+            self.post_message(self.WhyAsked(group))
+
     def action_clear(self) -> None:
         self.post_message(self.Chosen(None))
 
@@ -176,6 +189,7 @@ class WorkbenchApp(App[None]):
         Binding("slash", "search", "search", key_display="/"),
         Binding("f1", "help", "help"),
         Binding("i", "edit_inputs", "edit inputs"),
+        Binding("y", "ask_why", "why not fused? (two groups or expressions)", show=False),
         Binding("f", "fault", "the CUDA fault's kernels and repro", show=False),
         Binding("ctrl+o", "open", "open"),
         Binding("ctrl+g", "export('graph')", "export graph", show=False),
@@ -196,6 +210,7 @@ class WorkbenchApp(App[None]):
         self.good: RunResult | None = None  # the latest that succeeded: the tabs show it
         self.diff_state: DiffState | None = None
         self.group: int | None = None  # highlighted in the IR tab
+        self.why_mark: tuple[int, int] | None = None  # (run index, group) marked for "why not fused?"
         self.cuda_problem: str | None = None
         self.busy: str | None = "opening"  # what the worker is doing; None when idle
         self.step = "opening the script"
@@ -228,10 +243,12 @@ class WorkbenchApp(App[None]):
         yield TextView(id=f"{tab}-view")
         if tab == "ir":
             yield Legend(id="legend")
+            yield TextView(id="why-view")
 
     def on_mount(self) -> None:
         self.query_one("#error").display = False
         self.query_one("#searchbar").display = False
+        self.query_one("#why-view").display = False
         self.query_one("#ir-view").focus()
         self._status("opening " + self.launch.script)
         self._open(self.launch.script, self.launch)
@@ -416,6 +433,8 @@ class WorkbenchApp(App[None]):
             changed = ", ".join(s.label for s in self.diff_state.diff.changed) or "nothing"
             self._log_line(Text(f"diff with run {self.diff_state.before.index + 1}: changed {changed}"))
         self._fill_groups(a)
+        self.why_mark = None
+        self.query_one("#why-view").display = False  # an answer is about the run it asked
         self.query_one(Sidebar).show_index_type(f"{a.index_type}: chosen from the inputs' sizes")
 
     def _run_failed(self, result: RunResult) -> None:
@@ -568,6 +587,9 @@ class WorkbenchApp(App[None]):
     # -- the legend --------------------------------------------------------------------------
     def on_legend_chosen(self, message: Legend.Chosen) -> None:
         self.group = message.group
+        if message.group is None:  # escape: the highlight and any answer go
+            self.query_one("#why-view").display = False
+            self.why_mark = None
         if message.group is not None:
             for tab in GROUP_FILTERED:
                 self.query_one(f"#{tab}-group", Select).value = message.group
@@ -578,6 +600,42 @@ class WorkbenchApp(App[None]):
                 self.query_one("#ir-view", TextView).scroll_to_line(owners.index(message.group))
         if message.tab is not None:
             self.action_tab(message.tab)
+
+    def on_legend_why_asked(self, message: Legend.WhyAsked) -> None:
+        """The first w marks a group; a second on another asks why the two are apart, on
+        the same group how it would be cut without its scheduler."""
+        good = self.good
+        if good is None:
+            return
+        mark = self.why_mark
+        if mark is None or mark[0] != good.index:
+            self.why_mark = (good.index, message.group)
+            self._status(
+                f"g{message.group} marked: w on another group asks why they were not fused;"
+                f" w on g{message.group} again, how it would be split without its scheduler"
+            )
+            return
+        self.why_mark = None
+        second = None if mark[1] == message.group else f"g{message.group}"
+        self.ask_why(f"g{mark[1]}", second)
+
+    def ask_why(self, first: str, second: str | None = None) -> None:
+        """Ask the segmenter about the shown run and show the answer under the legend."""
+        session, good = self.session, self.good
+        if session is None or good is None:
+            self.notify("no run to ask about yet", severity="warning")
+            return
+        run = good.index + 1
+        try:
+            answer = session.why(f"{run}:{first}", f"{run}:{second}" if second else None)
+        except FuserError as err:
+            self.notify(err.one_line(), title="why not fused?", severity="error", timeout=10)
+            return
+        view = self.query_one("#why-view", TextView)
+        view.display = True
+        view.show(content.why_view(run, answer.lines()))
+        self._status(f"{answer.lines()[0]} {answer.conclusion()}")
+        self._log_line(Text(f"why (run {run}): {answer.lines()[0]} {answer.conclusion()}"))
 
     # -- sidebar ---------------------------------------------------------------------------
     def on_sidebar_edited(self, message: Sidebar.Edited) -> None:
@@ -774,6 +832,7 @@ class WorkbenchApp(App[None]):
         )
         for kind, title, help_text in exports:
             yield SystemCommand(title, f"{help_text}, into {self.export_dir}", _bind(self.action_export, kind))
+        yield from self._why_commands()
         yield SystemCommand(
             "Show CUDA fault", "the last run's CUDA fault: its kernels' CUDA and repro (f)", self.action_fault
         )
@@ -793,6 +852,42 @@ class WorkbenchApp(App[None]):
         yield SystemCommand("Edit inputs", "focus the first input's shape in the sidebar (i)", self.action_edit_inputs)
         yield SystemCommand("Reset inputs", "the shapes and scalars the script gives", self.reset_inputs)
         yield SystemCommand("Help", "every key binding (F1)", self.action_help)
+
+    def action_ask_why(self) -> None:
+        """Prompt for two groups or expressions (`g0 g1`, `T10 T25`), or one group."""
+
+        def asked(text: str | None) -> None:
+            names = (text or "").split()
+            if not names:
+                return
+            if len(names) > 2:
+                self.notify(f"name one group or two, not {len(names)}", title="why not fused?", severity="error")
+                return
+            self.ask_why(names[0], names[1] if len(names) == 2 else None)
+
+        self.push_screen(AskWhyScreen(), asked)
+
+    def _why_commands(self) -> Iterable[SystemCommand]:
+        """Why-not-fused questions: any two (the prompt), each pair of the shown run's
+        groups, and each group's split."""
+        yield SystemCommand(
+            "Why not fused…", "two groups or two expressions by tensor: g0 g1, T10 T25 (y)", self.action_ask_why
+        )
+        a = self.good.artifacts if self.good is not None else None
+        ids = [g.id for g in a.groups] if a is not None else []
+        for i, first in enumerate(ids):
+            for second in ids[i + 1 :]:
+                yield SystemCommand(
+                    f"Why not fused: g{first} + g{second}",
+                    "every scheduler's verdict on their merge, with its figures (w on two legend rows)",
+                    _bind(self.ask_why, f"g{first}", f"g{second}"),
+                )
+        for group in ids:
+            yield SystemCommand(
+                f"Split without its scheduler: g{group}",
+                "how it would be cut without its scheduler (w twice on its legend row)",
+                _bind(self.ask_why, f"g{group}"),
+            )
 
     def _switch(self, name: str) -> None:
         self.query_one(Sidebar).choose("definition", name)

@@ -25,6 +25,7 @@ from workbench.render.tables import (
     cache_text,
     correctness_text,
     edges_table,
+    estimates_table,
     group_color,
     launches_table,
     merges_table,
@@ -239,6 +240,7 @@ def run_view(result: RunResult, cuda_problem: str | None) -> RenderableType:
         parts.append(launches_table(a))
     else:
         parts.append(note(f"No per-kernel timings: {no_gpu_reason(a, cuda_problem)}."))
+    parts.append(estimates_table(a))
     if a.compiles:
         parts += [heading("Compilation"), *(Text(line) for line in a.compiles)]
     parts += [heading("Correctness against the reference"), correctness_text(a)]
@@ -303,3 +305,15 @@ def error_text(title: str, message: str, location: str = "", line: str = "") -> 
         text.append(f"\n    {location}: ", style="bold")
         text.append(line.strip(), style="bold yellow")
     return text
+
+
+def why_view(run: int, lines: Sequence[str]) -> RenderableType:
+    """The segmenter's answer to "why not fused?" (or a group's split), of run `run`."""
+    text = Text()
+    for i, line in enumerate(lines):
+        style = "bold" if i == 0 else ("bold yellow" if line.startswith(("answer:", "category:")) else "")
+        if " accepts" in line and line.startswith("  ") and not line.startswith("   "):
+            style = "green"
+        text.append(line + "\n", style=style)
+    hint = f"run {run}: ask again with w on two legend rows or y; escape in the legend closes this"
+    return Group(Text(hint, style="dim"), text)

@@ -1,5 +1,5 @@
 """The modal screens: F1 help (every binding, read from the widgets that define them),
-the open-file prompt, and a run's CUDA fault (its kernels' CUDA and the repro)."""
+the open-file prompt, the "why not fused?" prompt, and a run's CUDA fault (its kernels' CUDA and the repro)."""
 
 from __future__ import annotations
 
@@ -82,6 +82,26 @@ class OpenScreen(ModalScreen[str | None]):
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
         self.dismiss(event.option.id)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+
+class AskWhyScreen(ModalScreen[str | None]):
+    """Two groups or expressions (by the tensors they write, as the IR tab prints them)
+    to ask "why not fused?" about; one for its split."""
+
+    BINDINGS = [Binding("escape", "dismiss_none", "cancel")]  # noqa: RUF012
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="ask-why"):
+            yield Label("Why not fused? Two groups (g0 g1) or two expressions by the tensor each writes (T10 T25);")
+            yield Label("one group alone (g1): how it would be split without its scheduler. Enter asks.")
+            yield Input(placeholder="g0 g1", id="ask-why-names")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.dismiss(event.value.strip() or None)
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)
