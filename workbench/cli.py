@@ -16,6 +16,10 @@
     fuser-wb export-repro FILE [-o repro.py]
                                      nvFuser's repro script of each definition, with
                                      the shapes, scalars and options given
+    fuser-wb trace FILE T12 3,0,7    where one element of a tensor came from: the
+                                     kernel that writes it, interpreted for one block
+    fuser-wb save FILE -o run.fwb    run twice (as --a/--b say) and save a bundle
+    fuser-wb open BUNDLE             print every stage a bundle recorded (--tui: browse)
     fuser-wb samples                 list the bundled sample fusions
 
 Running commands take --enable/--disable OPTS, --shapes (one AxBxC per tensor input),
@@ -47,6 +51,7 @@ from workbench.graph import write_graph
 from workbench.metrics import rows, write_csv
 from workbench.render import make_console, render_dump
 from workbench.render.diffs import render_run_diff
+from workbench.render.trace import render_trace
 from workbench.samples import SAMPLES_DIR, resolve_script
 from workbench.session import (
     BACKENDS,
@@ -58,6 +63,7 @@ from workbench.session import (
     SettingsArgs,
     apply_settings,
     make_backend,
+    parse_index,
     parse_scalar,
     parse_settings_args,
     parse_shape,
@@ -66,7 +72,7 @@ from workbench.session import (
 from workbench.tui import Launch, WorkbenchApp
 
 __all__ = ["DEFAULT_MAX_INPUT_BYTES", "SAMPLES_DIR", "main", "resolve_script"]
-COMMANDS = ("tui", "dump", "diff", "graph", "metrics", "report", "export-repro", "samples")
+COMMANDS = ("tui", "dump", "diff", "graph", "metrics", "report", "export-repro", "samples", "trace", "save", "open")
 DEFAULT_SAMPLE = "issue785_reduction_pow"
 
 
@@ -298,6 +304,27 @@ def _write_line(out: TextIO, text: str) -> None:
     out.flush()
 
 
+# -- trace and bundles --------------------------------------------------------------------
+
+
+def trace(args: argparse.Namespace, out: TextIO) -> int:
+    with _command_options(args):
+        _check_backend(args.backend)
+        session = next(_sessions(args, resolve_script(args.file)))
+        traced = session.trace(args.tensor, parse_index(args.index))
+        make_console(out, args.color).print(render_trace(traced))
+    return 0
+
+
+def _add_trace_and_bundle_parsers(sub: Any) -> None:
+    trace_cmd = sub.add_parser("trace", help="where one element of a tensor came from (the kernel, interpreted)")
+    trace_cmd.add_argument("file")
+    trace_cmd.add_argument("tensor", help="an output of the fusion or a tensor between segments: T12")
+    trace_cmd.add_argument("index", help="the element's index: 3,0,7")
+    _add_run_options(trace_cmd)
+    _add_color(trace_cmd)
+
+
 # -- the parser ---------------------------------------------------------------------------
 
 
@@ -377,6 +404,7 @@ def _parser() -> argparse.ArgumentParser:
     repro_cmd.add_argument("--output-dir", default=".", help="where the default-named files go (default: here)")
     _add_run_options(repro_cmd)
     sub.add_parser("samples", help="list the bundled sample fusions")
+    _add_trace_and_bundle_parsers(sub)
     return parser
 
 
@@ -388,6 +416,7 @@ HANDLERS = {
     "metrics": metrics,
     "report": report,
     "export-repro": export_repro_command,
+    "trace": trace,
 }
 
 
