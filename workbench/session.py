@@ -251,6 +251,7 @@ class Session:
         self.previous: RunResult | None = None
         self._runs = 0
         self._caches: dict[tuple[str, str, str | None], FusionExecutorCache] = {}
+        self.detached = False  # the script came from a bundle's text: no file on disk to reload
         self.select(definition or script.definitions[0].name)
 
     @classmethod
@@ -325,6 +326,8 @@ class Session:
     # -- the script on disk ---------------------------------------------------------------
     def changed_on_disk(self) -> bool:
         """Whether the script's file no longer holds the text this session loaded."""
+        if self.detached:
+            return False
         try:
             return Path(self.path).read_text(encoding="utf-8-sig") != self.script.text
         except (OSError, UnicodeDecodeError):
