@@ -879,7 +879,7 @@ class WorkbenchApp(App[None]):
             self.notify("nothing to trace: no run has succeeded yet", severity="warning")
             return
         last = good.artifacts.groups[-1].outputs
-        self.push_screen(TraceScreen(self.session, f"{last[0] if last else 'T0'} 0,0"))
+        self.push_screen(TraceScreen(self.session, f"{last[0] if last else 'T0'} 1,2,3"))
 
 
 def _where(err: FuserError) -> tuple[str, str, str]:

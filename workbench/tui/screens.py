@@ -129,7 +129,7 @@ class TraceScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="trace"):
-            yield Label(f"Trace an element: a tensor and an index, e.g. {self.hint}, then enter")
+            yield Label(f"Trace an element: a tensor and one index per axis (e.g. {self.hint}), then enter")
             yield Input(placeholder=self.hint, id="trace-query")
             yield TextView(id="trace-view")
 
