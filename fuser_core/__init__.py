@@ -5,6 +5,7 @@ error types, the repro loader and the options. Nothing here imports rich, textua
 graphviz or CuPy.
 """
 
+from fuser_core.codegen.interpreter.trace import KernelTrace, ReductionTrace
 from fuser_core.errors import FuserError, InternalError, SourceLocation
 from fuser_core.frontend.fusion_definition import FusionDefinition
 from fuser_core.frontend.handles import Scalar, Tensor, Vector
@@ -13,6 +14,7 @@ from fuser_core.ir.printer import print_kernel, print_math
 from fuser_core.options import DEVICE_MODELS, DisableOption, DumpOption, EnableOption, dump_sink, use_options
 from fuser_core.runtime.arguments import bind_args, convert_inputs
 from fuser_core.runtime.artifacts import KernelArtifact, LaunchParams, LaunchRecord
+from fuser_core.runtime.element_trace import ElementTrace, InputRead, trace_element
 from fuser_core.runtime.executor_cache import CacheEvent, FusionExecutorCache, RunReport, select_backend
 from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend
 from fuser_core.runtime.roofline import RooflineEstimate
@@ -36,17 +38,21 @@ __all__ = [
     "DataType",
     "DisableOption",
     "DumpOption",
+    "ElementTrace",
     "EnableOption",
     "FuserError",
     "FusionDefinition",
     "FusionExecutorCache",
     "FusionKernelRuntime",
+    "InputRead",
     "InternalError",
     "KernelArtifact",
+    "KernelTrace",
     "LaunchParams",
     "LaunchRecord",
     "LoadedDefinition",
     "MergeAnswer",
+    "ReductionTrace",
     "ReferenceBackend",
     "ReproScript",
     "RooflineEstimate",
@@ -75,5 +81,6 @@ __all__ = [
     "print_segmented_fusion",
     "print_segmenter_log",
     "select_backend",
+    "trace_element",
     "use_options",
 ]

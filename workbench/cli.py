@@ -20,6 +20,11 @@
                                      two expressions, by tensor: T3 T9) are separate
                                      kernels: every scheduler's verdict with its figures
     fuser-wb why FILE g1             how g1 would be cut without its scheduler
+    fuser-wb trace FILE T12 3,0,7    where one element of a tensor came from: the
+                                     kernel that writes it, interpreted for one block
+    fuser-wb save FILE [-o B.fwb.json] [--then "--disable X"]
+                                     run (twice with --then) and save a bundle
+    fuser-wb open BUNDLE             print every stage a bundle recorded (--tui: browse)
     fuser-wb samples                 list the bundled sample fusions
 
 Running commands take --enable/--disable OPTS, --shapes (one AxBxC per tensor input),
@@ -45,12 +50,14 @@ from typing import Any, TextIO
 from rich.text import Text
 
 from fuser_core import DumpOption, FuserError, LoadedDefinition, dump_sink, load_repro, use_options
+from workbench.bundle import BUNDLE_SUFFIX, load_bundle, save_bundle
 from workbench.diff import diff_artifacts
 from workbench.exports import export_fault, export_repro, write_report
 from workbench.graph import write_graph
 from workbench.metrics import rows, write_csv
-from workbench.render import make_console, render_dump
+from workbench.render import make_console, render_dump, render_run
 from workbench.render.diffs import render_run_diff
+from workbench.render.trace import render_trace
 from workbench.samples import SAMPLES_DIR, resolve_script
 from workbench.session import (
     BACKENDS,
@@ -62,6 +69,7 @@ from workbench.session import (
     SettingsArgs,
     apply_settings,
     make_backend,
+    parse_index,
     parse_scalar,
     parse_settings_args,
     parse_shape,
@@ -71,7 +79,20 @@ from workbench.tui import Launch, WorkbenchApp
 from workbench.why import answer_text
 
 __all__ = ["DEFAULT_MAX_INPUT_BYTES", "SAMPLES_DIR", "main", "resolve_script"]
-COMMANDS = ("tui", "dump", "diff", "graph", "metrics", "report", "export-repro", "why", "samples")
+COMMANDS = (
+    "tui",
+    "dump",
+    "diff",
+    "graph",
+    "metrics",
+    "report",
+    "export-repro",
+    "why",
+    "samples",
+    "trace",
+    "save",
+    "open",
+)
 DEFAULT_SAMPLE = "issue785_reduction_pow"
 
 
@@ -318,6 +339,77 @@ def _write_line(out: TextIO, text: str) -> None:
     out.flush()
 
 
+# -- trace and bundles --------------------------------------------------------------------
+
+
+def trace(args: argparse.Namespace, out: TextIO) -> int:
+    with _command_options(args):
+        _check_backend(args.backend)
+        session = next(_sessions(args, resolve_script(args.file)))
+        traced = session.trace(args.tensor, parse_index(args.index))
+        make_console(out, args.color).print(render_trace(traced))
+    return 0
+
+
+def save(args: argparse.Namespace, out: TextIO) -> int:
+    """Run (a second time with --then's settings on top, if given) and save the bundle."""
+    with _command_options(args):
+        _check_backend(args.backend)
+        session = next(_sessions(args, resolve_script(args.file)))
+        log = [_run_line(session.run())]
+        if args.then is not None:
+            apply_settings(session, parse_settings_args(args.then), session.options)
+            log.append(_run_line(session.run()))
+        output = Path(args.output or f"{Path(session.path).stem}.{session.definition}{BUNDLE_SUFFIX}")
+        save_bundle(session, output, log)
+        out.write(f"wrote {output} ({len(log)} run{'s' if len(log) > 1 else ''})\n")
+    return 0
+
+
+def _run_line(result: RunResult) -> str:
+    if result.error is not None:
+        return f"run {result.index + 1} failed: {result.error.message}"
+    assert result.artifacts is not None
+    return f"run {result.index + 1}: {result.settings.describe()}: {result.artifacts.cache_line}"
+
+
+def open_bundle(args: argparse.Namespace, out: TextIO) -> int:
+    """Every stage the bundle recorded, as `report` prints them (the TUI with --tui)."""
+    bundle = load_bundle(Path(args.bundle))
+    if args.tui:
+        WorkbenchApp(Launch(script=args.bundle, bundle=bundle)).run()
+        return 0
+    console = make_console(out, args.color)
+    console.print(Text(bundle.banner(), style="bold"))
+    for line in bundle.log:
+        console.print(line, markup=False, highlight=False)
+    for result in bundle.runs:
+        console.print(Text(f"== run {result.index + 1}: {result.settings.describe()}", style="bold"))
+        if result.artifacts is None:
+            console.print(result.error.text() if result.error else "no artifacts", markup=False)
+        else:
+            console.print(render_run(result.artifacts))
+    return 0
+
+
+def _add_trace_and_bundle_parsers(sub: Any) -> None:
+    trace_cmd = sub.add_parser("trace", help="where one element of a tensor came from (the kernel, interpreted)")
+    trace_cmd.add_argument("file")
+    trace_cmd.add_argument("tensor", help="an output of the fusion or a tensor between segments: T12")
+    trace_cmd.add_argument("index", help="the element's index: 3,0,7")
+    _add_run_options(trace_cmd)
+    _add_color(trace_cmd)
+    save_cmd = sub.add_parser("save", help="run and save a bundle: the script, settings and every stage")
+    save_cmd.add_argument("file")
+    save_cmd.add_argument("-o", "--output", help=f"the bundle to write (default: <script>.<definition>{BUNDLE_SUFFIX})")
+    save_cmd.add_argument("--then", default=None, help='settings of a second run, e.g. "--disable X" (both are kept)')
+    _add_run_options(save_cmd)
+    open_cmd = sub.add_parser("open", help="show a saved bundle: every stage as it was recorded")
+    open_cmd.add_argument("bundle")
+    open_cmd.add_argument("--tui", action="store_true", help="browse it in the TUI (re-running runs here)")
+    _add_color(open_cmd)
+
+
 # -- the parser ---------------------------------------------------------------------------
 
 
@@ -403,6 +495,7 @@ def _parser() -> argparse.ArgumentParser:
     why_cmd.add_argument("names", nargs="+", metavar="GROUP", help="g0 g1 (or tensors T3 T9); one group: its split")
     _add_run_options(why_cmd)
     sub.add_parser("samples", help="list the bundled sample fusions")
+    _add_trace_and_bundle_parsers(sub)
     return parser
 
 
@@ -415,6 +508,9 @@ HANDLERS = {
     "report": report,
     "export-repro": export_repro_command,
     "why": why,
+    "trace": trace,
+    "save": save,
+    "open": open_bundle,
 }
 
 

@@ -34,6 +34,7 @@ from fuser_core import (
     DEVICE_MODELS,
     Backend,
     DumpOption,
+    ElementTrace,
     FuserError,
     FusionExecutorCache,
     LoadedDefinition,
@@ -46,6 +47,7 @@ from fuser_core import (
     load_repro,
     materialize_inputs,
     select_backend,
+    trace_element,
     use_options,
 )
 from workbench.artifacts import Artifacts, Correctness, OutputCheck, collect
@@ -252,6 +254,7 @@ class Session:
         self.previous: RunResult | None = None
         self._runs = 0
         self._caches: dict[tuple[str, str, str | None], FusionExecutorCache] = {}
+        self.detached = False  # the script came from a bundle's text: no file on disk to reload
         self.select(definition or script.definitions[0].name)
 
     @classmethod
@@ -326,6 +329,8 @@ class Session:
     # -- the script on disk ---------------------------------------------------------------
     def changed_on_disk(self) -> bool:
         """Whether the script's file no longer holds the text this session loaded."""
+        if self.detached:
+            return False
         try:
             return Path(self.path).read_text(encoding="utf-8-sig") != self.script.text
         except (OSError, UnicodeDecodeError):
@@ -464,6 +469,24 @@ class Session:
             raise FuserError(f"run {result.index + 1} failed: there is no segmentation to ask about")
         return result
 
+    def trace(self, tensor: str, index: Sequence[int]) -> ElementTrace:
+        """Where `tensor[index]` came from, with the settings of the current run (the
+        session's own when there is none): the kernel that writes it interpreted for the
+        block that writes it (fuser_core's trace_element)."""
+        settings = self.current.settings if self.current is not None else self.settings()
+        loaded = self.script.definition(settings.definition)
+        kept = (self.shapes, self.scalars)
+        self.shapes, self.scalars = list(settings.shapes), list(settings.scalars)
+        try:
+            specs = self.input_specs()
+        finally:
+            self.shapes, self.scalars = kept
+        inputs = _materialize(specs, settings.seed, self.max_input_bytes, loaded.name)
+        opts = settings.options
+        with use_options(enable=sorted(opts.enable), disable=sorted(opts.disable), device_model=opts.device_model):
+            runtime = self._cache(loaded, opts.backend, opts.device_model).runtime_for(inputs)
+            return trace_element(runtime, inputs, _tensor_name(tensor), index)
+
     def _cache(self, loaded: LoadedDefinition, backend: str, device_model: str | None) -> FusionExecutorCache:
         key = (loaded.name, backend, device_model)
         if key not in self._caches:
@@ -520,6 +543,23 @@ def _kernel_cuda(runtime: Any) -> dict[str, str]:
         return {k.name: k.cuda for k in runtime.kernels}
     except FuserError:
         return {}
+
+
+def _tensor_name(text: str) -> str:
+    """`T12`, `t12` or `12` as `T12`."""
+    name = text.strip()
+    return f"T{name}" if name.isdigit() else name[:1].upper() + name[1:]
+
+
+def parse_index(text: str) -> tuple[int, ...]:
+    """`3,0,7` (or `[3, 0, 7]`, `3x0x7`) as an element index; `()` for a 0-D tensor."""
+    cleaned = text.strip().strip("[]()").replace(" ", "").replace("x", ",")
+    if not cleaned:
+        return ()
+    try:
+        return tuple(int(p) for p in cleaned.split(","))
+    except ValueError:
+        raise FuserError(f"not an element index: {text!r} (write it as 3,0,7)") from None
 
 
 # -- inputs -------------------------------------------------------------------------------

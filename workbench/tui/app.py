@@ -26,6 +26,7 @@ from textual.widget import MountError
 from textual.widgets import Button, DataTable, Footer, Header, Input, Select, Static, TabbedContent, TabPane
 
 from fuser_core import DEVICE_MODELS, FuserError
+from workbench.bundle import BUNDLE_SUFFIX, Bundle, load_bundle, save_bundle
 from workbench.diff import diff_artifacts
 from workbench.exports import export_dumps, export_fault, export_graph, export_report, export_repro
 from workbench.render.tables import presched_groups
@@ -43,7 +44,7 @@ from workbench.session import (
 )
 from workbench.tui import content
 from workbench.tui.content import ALL, DiffState
-from workbench.tui.screens import AskWhyScreen, FaultScreen, HelpScreen, OpenScreen
+from workbench.tui.screens import AskWhyScreen, FaultScreen, HelpScreen, OpenScreen, TraceScreen
 from workbench.tui.sidebar import DEFAULT_DEVICE, Edits, Sidebar, option_switches, shape_text
 from workbench.tui.textview import TextView
 
@@ -75,15 +76,19 @@ class Launch:
     seed: int = 0
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
     export_dir: Path = field(default_factory=Path.cwd)
+    bundle: Bundle | None = None  # a saved bundle to show (its runs, not a new one)
 
 
 # -- messages from the worker -------------------------------------------------------------
 
 
 class Opened(Message):
-    def __init__(self, session: Session, notes: list[str], cuda_problem: str | None) -> None:
+    def __init__(
+        self, session: Session, notes: list[str], cuda_problem: str | None, bundle: Bundle | None = None
+    ) -> None:
         super().__init__()
         self.session, self.notes, self.cuda_problem = session, notes, cuda_problem
+        self.bundle = bundle
 
 
 class OpenFailed(Message):
@@ -194,6 +199,8 @@ class WorkbenchApp(App[None]):
         Binding("ctrl+o", "open", "open"),
         Binding("ctrl+g", "export('graph')", "export graph", show=False),
         Binding("ctrl+e", "export('report')", "export report", show=False),
+        Binding("ctrl+t", "trace", "trace an element", show=False),
+        Binding("ctrl+s", "export('bundle')", "save a bundle", show=False),
         Binding("q", "quit", "quit"),
         *(
             Binding(str((i + 1) % 10), f"tab('{tab}')", f"{title} tab", show=False)
@@ -216,6 +223,7 @@ class WorkbenchApp(App[None]):
         self.step = "opening the script"
         self._shown: dict[str, Any] = {}
         self._runs_started = 0
+        self._log_lines: list[str] = []  # the log's text, for a saved bundle
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -223,6 +231,7 @@ class WorkbenchApp(App[None]):
         with Horizontal(id="body"):
             yield Sidebar(id="sidebar")
             with Vertical(id="main"):
+                yield Static("", id="bundle-banner")
                 yield Static("", id="error")
                 with TabbedContent(initial="ir", id="tabs"):
                     for tab, title in TABS:
@@ -247,6 +256,7 @@ class WorkbenchApp(App[None]):
 
     def on_mount(self) -> None:
         self.query_one("#error").display = False
+        self.query_one("#bundle-banner").display = False
         self.query_one("#searchbar").display = False
         self.query_one("#why-view").display = False
         self.query_one("#ir-view").focus()
@@ -260,6 +270,12 @@ class WorkbenchApp(App[None]):
 
     def _open_worker(self, script: str, launch: Launch | None) -> None:
         try:
+            if script.endswith(BUNDLE_SUFFIX) or (launch is not None and launch.bundle is not None):
+                bundle = (
+                    launch.bundle if launch is not None and launch.bundle is not None else load_bundle(Path(script))
+                )
+                self.post_message(Opened(bundle.session, [], backend_problem("cuda"), bundle))
+                return
             session = Session.open(script, launch.definition if launch else None)
         except FuserError as err:
             self.post_message(OpenFailed(script, *_where(err)))
@@ -286,8 +302,31 @@ class WorkbenchApp(App[None]):
             self._error("the command line's settings were not all applied", line)
             self._log_line(Text(f"error: {line}", style="bold red"))
         self.busy = None
+        self.query_one("#bundle-banner").display = message.bundle is not None
+        if message.bundle is not None:
+            self._show_bundle(message.bundle)
+            return
         self._refresh_all()
         self._start_run()
+
+    def _show_bundle(self, bundle: Bundle) -> None:
+        """A bundle's runs in the tabs as they were recorded; r re-runs from its script."""
+        self.query_one("#bundle-banner", Static).update(Text(bundle.banner(), style="bold"))
+        for line in bundle.log:
+            self._log_line(Text(f"recorded: {line}"))
+        runs = bundle.runs
+        self._runs_started = len(runs)
+        good = [r for r in runs if r.ok]
+        self.last, self.good = runs[-1], (good[-1] if good else None)
+        if len(good) == 2 and good[0].artifacts is not None and good[1].artifacts is not None:
+            self.diff_state = DiffState(good[0], good[1], diff_artifacts(good[0].artifacts, good[1].artifacts))
+        if self.good is not None:
+            self._run_succeeded(self.good)
+        if not self.last.ok:
+            self._run_failed(self.last)
+        self._status(bundle.banner())
+        self._update_title()
+        self._refresh_all()
 
     def on_open_failed(self, message: OpenFailed) -> None:
         self.busy = None
@@ -788,6 +827,11 @@ class WorkbenchApp(App[None]):
             if self.session is None:
                 raise FuserError("nothing to export: no script is open")
             return [export_repro(self.session, self.export_dir)]
+        if kind == "bundle":
+            if self.session is None:
+                raise FuserError("nothing to save: no script is open")
+            name = f"{Path(self.session.path).stem}.{self.session.definition}{BUNDLE_SUFFIX}"
+            return [save_bundle(self.session, self.export_dir / name, self._log_lines)]
         if kind == "fault":
             if self.last is None:
                 raise FuserError("nothing to export: no run has finished")
@@ -829,10 +873,16 @@ class WorkbenchApp(App[None]):
             ("dumps", "Export dumps (text)", "every dump as plain text"),
             ("repro", "Export repro script", "nvFuser's repro of this fusion with the current shapes and options"),
             ("fault", "Export CUDA fault", "a CUDA fault's repro script (sync_launches on) and its kernels' CUDA"),
+            ("bundle", "Save bundle", "the script, settings and every stage of the last two runs, to reopen anywhere"),
         )
         for kind, title, help_text in exports:
             yield SystemCommand(title, f"{help_text}, into {self.export_dir}", _bind(self.action_export, kind))
         yield from self._why_commands()
+        yield SystemCommand(
+            "Trace an element…",
+            "where one element of an output came from: its kernel, one block (ctrl+t)",
+            self.action_trace,
+        )
         yield SystemCommand(
             "Show CUDA fault", "the last run's CUDA fault: its kernels' CUDA and repro (f)", self.action_fault
         )
@@ -915,7 +965,16 @@ class WorkbenchApp(App[None]):
         self.query_one("#error").display = False
 
     def _log_line(self, line: Text) -> None:
+        self._log_lines.append(line.plain)
         self.query_one("#log-view", TextView).append(line)
+
+    def action_trace(self) -> None:
+        good = self.good
+        if self.session is None or good is None or good.artifacts is None:
+            self.notify("nothing to trace: no run has succeeded yet", severity="warning")
+            return
+        last = good.artifacts.groups[-1].outputs
+        self.push_screen(TraceScreen(self.session, f"{last[0] if last else 'T0'} 1,2,3"))
 
 
 def _where(err: FuserError) -> tuple[str, str, str]:

@@ -1,5 +1,6 @@
 """The modal screens: F1 help (every binding, read from the widgets that define them),
-the open-file prompt, the "why not fused?" prompt, and a run's CUDA fault (its kernels' CUDA and the repro)."""
+the open-file prompt, the "why not fused?" prompt, a run's CUDA fault (its kernels' CUDA and
+the repro), and the trace of one element."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from fuser_core import FuserError
 from workbench.render.fault import render_fault
+from workbench.render.trace import render_trace
 from workbench.samples import sample_paths
-from workbench.session import RunError
+from workbench.session import RunError, Session, parse_index
 from workbench.tui.textview import TextView
 
 GUIDE = (
@@ -131,3 +134,38 @@ class FaultScreen(ModalScreen[bool]):
         view = self.query_one("#fault-view", TextView)
         view.show(render_fault(self.error))
         view.focus()
+
+
+class TraceScreen(ModalScreen[None]):
+    """Where did this element come from: a tensor and an index typed in, traced in a
+    worker by the session (the kernel interpreted for one block), shown here."""
+
+    BINDINGS = [Binding("escape", "dismiss", "close")]  # noqa: RUF012
+
+    def __init__(self, session: Session, hint: str) -> None:
+        super().__init__()
+        self.session = session
+        self.hint = hint
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="trace"):
+            yield Label(f"Trace an element: a tensor and one index per axis (e.g. {self.hint}), then enter")
+            yield Input(placeholder=self.hint, id="trace-query")
+            yield TextView(id="trace-view")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        words = event.value.split(maxsplit=1)
+        view = self.query_one("#trace-view", TextView)
+        if len(words) != 2:
+            view.show(Text(f"type a tensor and an index, e.g. {self.hint}", style="yellow"))
+            return
+        view.show(Text(f"tracing {words[0]}[{words[1]}] …"))
+        self.run_worker(lambda: self._trace(*words), thread=True, group="trace")
+
+    def _trace(self, tensor: str, index: str) -> None:
+        try:
+            shown: Text = render_trace(self.session.trace(tensor, parse_index(index)))
+        except FuserError as err:
+            shown = Text(f"error: {err.one_line()}", style="bold red")
+        self.app.call_from_thread(self.query_one("#trace-view", TextView).show, shown)

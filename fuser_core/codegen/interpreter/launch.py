@@ -81,16 +81,21 @@ def _unravel(linear: np.ndarray, dims: Dim3) -> np.ndarray:
 class _Launch:
     """The lanes of a launch and each one's hardware indices."""
 
-    def __init__(self, grid: Dim3, block: Dim3) -> None:
+    def __init__(self, grid: Dim3, block: Dim3, only_blocks: np.ndarray | None = None) -> None:
+        """Every block of the grid, or only the x-fastest linear block ids `only_blocks`
+        (a tracer runs the few blocks that matter; lanes and shared-memory rows then
+        number those blocks alone, while blockIdx and gridDim stay the launch's)."""
         self.grid, self.block = grid, block
-        self.blocks, self.threads = math.prod(grid), math.prod(block)
+        block_ids = np.arange(math.prod(grid), dtype=np.int64) if only_blocks is None else only_blocks
+        self.blocks, self.threads = len(block_ids), math.prod(block)
         self.count = self.blocks * self.threads
         lane = np.arange(self.count, dtype=np.int64)
         self.block_of, self.thread_of = lane // self.threads, lane % self.threads
         self.lanes = lane
         self.dims: dict[str, int] = {}
         self.index: dict[str, np.ndarray] = {}
-        for kind, linear, dims in (("blockIdx", self.block_of, grid), ("threadIdx", self.thread_of, block)):
+        grid_block = block_ids[self.block_of]
+        for kind, linear, dims in (("blockIdx", grid_block, grid), ("threadIdx", self.thread_of, block)):
             coords = _unravel(linear, dims)
             for a, axis in enumerate(_AXES):
                 self.dims[f"{kind}.{axis}"] = dims[a]

@@ -285,7 +285,7 @@ class _Machine(_Memory):
         arrives leaves the last block waiting forever."""
         arrived = np.zeros(self.launch.count, bool)
         arrived[lanes] = True
-        reached = np.zeros(self.launch.count, bool)
+        reached = np.zeros(int(group.max()) + 1, bool)
         reached[group[lanes]] = True
         missing = reached[group] & ~arrived
         if missing.any():

@@ -68,3 +68,13 @@ def _reduce_groups(op: str, group: np.ndarray, values: _Values) -> _Values:
             array[left] = value
         step *= 2
     return [np.repeat(array[starts], sizes) for array in acc]
+
+
+def tree_steps(size: int) -> list[list[tuple[int, int]]]:
+    """The pairs of ranks `_reduce_groups` combines at each step for a group of `size`
+    lanes (rank r takes r + step into itself), for showing a reduction's combine order."""
+    steps, step = [], 1
+    while step < size:
+        steps.append([(r, r + step) for r in range(0, size, 2 * step) if r + step < size])
+        step *= 2
+    return steps
