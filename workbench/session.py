@@ -222,7 +222,9 @@ class RunResult:
     artifacts: Artifacts | None = None
     error: RunError | None = None
     effective: tuple[str, ...] = ()  # option names in effect, the environment's included
-    asker: Asker | None = field(default=None, compare=False, repr=False)  # answers "why not fused?"
+    # Answers "why not fused?" from the live segmenter state: not saved in a bundle (a
+    # reopened bundle has the recorded answers only, and says so when asked).
+    asker: Asker | None = field(default=None, compare=False, repr=False, metadata={"live": True})
 
     @property
     def ok(self) -> bool:
@@ -465,6 +467,11 @@ class Session:
         result = kept[-1] if kept else None
         if result is None:
             raise FuserError("no run to ask about: run the fusion first")
+        if result.asker is None and result.artifacts is not None:
+            raise FuserError(
+                f"run {result.index + 1} was reopened from a bundle, which keeps what was seen but not the "
+                "segmenter's state: run it again here to ask why"
+            )
         if result.asker is None:
             raise FuserError(f"run {result.index + 1} failed: there is no segmentation to ask about")
         return result

@@ -10,11 +10,13 @@ rows per block, and the registers per thread follow from the occupancy the candi
 can reach. The chosen one, in order of preference:
 
 1. reaches the target occupancy (enough warps per SM to hide the memory latency);
-2. splits the row evenly (no batch slots past the row's end);
-3. leaves registers beyond the buffers for the rest of the kernel, in a block of at most
+2. reduces a row within one warp (a short row, several to a block: warp shuffles and no
+   block barrier, the two reductions of a softmax cost a few instructions);
+3. splits the row evenly (no batch slots past the row's end);
+4. leaves registers beyond the buffers for the rest of the kernel, in a block of at most
    512 threads (a small batch in a huge block reduces slowly);
-4. reaches the higher occupancy;
-5. holds the larger batch (more loads in flight per thread).
+5. reaches the higher occupancy;
+6. holds the larger batch (more loads in flight per thread).
 
 The registers per thread it settles on become `__launch_bounds__(threads, blocks per SM)`,
 nvFuser's `maxrregcount`: the compiler is asked to fit exactly that budget.
@@ -31,10 +33,12 @@ REGISTER_OVERHEAD = 16  # registers a thread needs besides its persistent buffer
 REGISTER_OVERHEAD_EXP = 32  # ... when the kernel evaluates exp (longer live ranges)
 MAX_BATCH = 10  # a larger batch lowers occupancy for little gain
 MIN_THREADS_PER_BLOCK = 128
+WARP_ROWS_MIN_WAVES = 4  # rows per SM from which a short row may take one warp
 OPT_MAX_THREADS_PER_BLOCK = 512
 REGISTER_GRANULARITY = 256  # registers are allocated per warp in units of 256
 SM_PARTITIONS = 4  # warps are spread over four schedulers, registers split evenly
 BYTES_PER_REGISTER = 4
+WARP = 32
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,9 @@ def choose_split(
     batch_min = max(1, -(-lanes // device.max_threads_per_block))
     budget = (registers_per_thread(target_threads, device) - overhead) * BYTES_PER_REGISTER
     batch_by_registers = max(1, budget // max(bytes_per_lane, 1))
-    batch_by_threads = max(1, -(-lanes // min_threads))
+    # With rows to spare a block holds several rows, so one row needs no more than a warp.
+    row_threads = device.warp_size if rows >= WARP_ROWS_MIN_WAVES * device.sm_count else min_threads
+    batch_by_threads = max(1, -(-lanes // row_threads))
     batch_max = max(batch_min, min(batch_by_threads, batch_by_registers, MAX_BATCH))
     # Rows per block: no more than the rows give each SM, nor than the registers hold.
     row_bytes = max(1, lanes * bytes_per_lane)
@@ -135,9 +141,10 @@ def _candidate(
     )
 
 
-def _preference(c: PersistentSplit, overhead: int, target_warps: int) -> tuple[bool, bool, bool, int, int]:
+def _preference(c: PersistentSplit, overhead: int, target_warps: int) -> tuple[bool, bool, bool, bool, int, int]:
     return (
         c.warps_per_sm >= target_warps,
+        c.padded_x == WARP,  # a row reduced within one warp: shuffles, no block barrier
         c.tails == 0,
         c.spare_registers > overhead and c.padded_x <= OPT_MAX_THREADS_PER_BLOCK,
         c.warps_per_sm,

@@ -77,9 +77,12 @@ def test_a_bundle_saved_and_reopened_renders_byte_identical_tabs(tmp_path: Path)
     reopened = bundle.session
     assert reopened.options.disable == frozenset({"concretize_resize_extents"})
     assert reopened.shapes == list(RESIZE_SMALL) and not reopened.changed_on_disk()
+    with pytest.raises(FuserError, match="reopened from a bundle.*run it again here to ask why"):
+        reopened.why("g0")  # the segmenter's state is not in the bundle
     again = reopened.run()  # from the bundle's script and settings
     assert again.index == 2 and again.artifacts is not None
     assert again.artifacts.concretization == session.current.artifacts.concretization
+    assert reopened.why("g0") is not None  # a run made here can be asked
 
 
 def test_a_bundle_from_a_newer_version_or_not_a_bundle_is_refused_clearly(tmp_path: Path) -> None:
