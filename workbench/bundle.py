@@ -142,9 +142,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value) if not f.metadata.get("live")
-        }
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value) if not f.metadata.get("live")}
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
     if isinstance(value, frozenset):

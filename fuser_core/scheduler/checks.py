@@ -39,6 +39,21 @@ def covering_output(group: GroupView, candidates: list[TensorView]) -> TensorVie
     return group.references[key]
 
 
+def outputs_beyond_reference(group: GroupView, reference: TensorView) -> str | None:
+    """An output iterating an axis the reference holds only as a broadcast (covered through
+    a broadcast link, not by an axis of its own): the reference's loops run once along it,
+    so that output would be written only in part."""
+    own = ancestor_sets(group.id_map, reference)
+    for tv in group.outputs:
+        missing = concrete_sets(group.id_map, tv) - own
+        if tv is not reference and missing:
+            return (
+                f"cannot find reference tensor: T{tv.name} iterates an axis that the reference "
+                f"T{reference.name} holds only as a broadcast"
+            )
+    return None
+
+
 def uncovered_message(group: GroupView, candidates: list[TensorView]) -> str:
     """Which tensor the best candidate misses, so the reason names something to look at."""
     if not candidates:

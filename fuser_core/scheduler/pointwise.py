@@ -29,6 +29,7 @@ from fuser_core.scheduler.checks import (
     broadcast_rejection,
     covering_output,
     expr_eval_rejection,
+    outputs_beyond_reference,
     propagation_rejection,
     uncovered_message,
     uncovered_numbers,
@@ -73,6 +74,9 @@ class PointwiseScheduler:
         sliced = _sliced_away(group, reference)
         if sliced is not None:
             return reject(self.type, sliced, RejectCategory.disjoint_domains)
+        only_broadcast = outputs_beyond_reference(group, reference)
+        if only_broadcast is not None:
+            return reject(self.type, only_broadcast, RejectCategory.disjoint_domains)
         return broadcast_rejection(self.type, group) or propagation_rejection(self.type, group, reference)
 
     def run_time_check(self, group: GroupView, info: RuntimeInfo) -> Rejection | None:

@@ -28,6 +28,7 @@ from fuser_core.scheduler.checks import (
     expr_eval_rejection,
     is_inner_reduction,
     needs_persistence,
+    outputs_beyond_reference,
     persistent_buffers,
     propagation_rejection,
     reduction_signature_rejection,
@@ -116,6 +117,9 @@ class ReductionScheduler:
         rejection = _broadcast_along_own_reduction(self.type, group, reference)
         if rejection is not None:
             return rejection
+        only_broadcast = outputs_beyond_reference(group, reference)
+        if only_broadcast is not None:
+            return reject(self.type, only_broadcast, RejectCategory.disjoint_domains)
         persistent = needs_persistence(group)
         if persistent and not self.persistent:
             return reject(self.type, "need persistent buffers that reduction scheduler doesn't handle")
@@ -507,7 +511,7 @@ def _broadcast_along_vectors(fusion: Fusion, ref: TensorView, inner: bool, input
 
 
 def _reached_through_transforms(group: GroupView, vector_set: int) -> bool:
-    """Whether a global tensor runs along the vector axis only through a pad, slice or
+    """Whether a global tensor runs along the vector axis through a pad, slice or
     cat on the way (a cat of run-time extents, test_cat_symbolic): its vector accesses
     start at offsets (piece boundaries, pad widths) that nothing here proves aligned, so
     they stay scalar. A reshape alone keeps them vectorized: the inner-extent checks
@@ -520,10 +524,9 @@ def _reached_through_transforms(group: GroupView, vector_set: int) -> bool:
         if key not in made:
             made.add(key)
             stack.extend(group.id_map.made_from(key))
-    if not made & resized:
-        return False
-    made.discard(vector_set)
-    return any(group.id_map.exact(d) in made for tv in (*group.inputs, *group.outputs) for d in tv.logical)
+    # Any resize on the way counts, even where a tensor also runs along the axis directly
+    # (a cat of two slices of an input beside the input itself reads it at both offsets).
+    return bool(made & resized)
 
 
 def _pow2_at_least(n: int, floor: int) -> int:

@@ -77,7 +77,7 @@ def test_a_bundle_saved_and_reopened_renders_byte_identical_tabs(tmp_path: Path)
     reopened = bundle.session
     assert reopened.options.disable == frozenset({"concretize_resize_extents"})
     assert reopened.shapes == list(RESIZE_SMALL) and not reopened.changed_on_disk()
-    with pytest.raises(FuserError, match="reopened from a bundle.*run it again here to ask why"):
+    with pytest.raises(FuserError, match=r"reopened from a bundle.*run it again here to ask why"):
         reopened.why("g0")  # the segmenter's state is not in the bundle
     again = reopened.run()  # from the bundle's script and settings
     assert again.index == 2 and again.artifacts is not None

@@ -225,3 +225,36 @@ def test_a_half_reduction_is_rounded_to_half_before_its_consumers():
 
     x = np.asfortranarray(RNG.standard_normal((3, 128)).astype(np.float16))
     _check(build, [x])
+
+
+def test_a_reduction_reading_an_input_directly_and_through_a_cat_of_its_slices_is_scalar():
+    # the input was read in vectors of 4 both directly and at the cat's offset 97: the
+    # second read ran past the end of the buffer
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        rows = fd.ops.size(t0, dim=0)
+        t6 = fd.ops.cat([fd.ops.slice(t0, [0, 97], [rows, 128]), fd.ops.slice(t0, [0, 0], [rows, 97])], dim=1)
+        t7 = fd.ops.tanh(t0)
+        fd.add_output(fd.ops.sum(fd.ops.cast(fd.ops.gt(t6, t7), dtype=DataType.Half), dims=[1], keepdim=False))
+        fd.add_output(t7)
+
+    x = RNG.standard_normal((5, 128)).astype(np.float32)
+    runtime, _ = _runtime(build, [x])
+    assert runtime.segmented.groups[0].params.vectorize == 1
+    _check(build, [x])
+
+
+def test_an_output_iterating_what_the_reference_only_broadcasts_gets_its_own_kernel():
+    # outputs pad(T1) [N, 1, 11] and ne(T0, T1) [8, N, 5]: the pad output covered the other
+    # only through its size-1 axis and was chosen, so ne's output was written in part
+    def build(fd):
+        t0 = fd.define_tensor(shape=[8, -1, -1], contiguity=[True, True, True], dtype=DataType.Double)
+        t1 = fd.define_tensor(shape=[-1, 1, 5], contiguity=[True, None, True], dtype=DataType.Double)
+        fd.add_output(fd.ops.pad(t1, pad_widths=[2, 4, 0, 0], value=0.001))
+        fd.add_output(fd.ops.ne(t0, t1))
+
+    x0, x1 = RNG.standard_normal((8, 3, 5)), RNG.standard_normal((8, 1, 5))
+    runtime, _ = _runtime(build, [x0, x1])
+    assert len(runtime.segmented.groups) == 2
+    _padded, unequal = _check(build, [x0, x1])
+    np.testing.assert_array_equal(unequal, x0 != x1)
