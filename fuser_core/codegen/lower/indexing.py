@@ -210,6 +210,9 @@ class Indexing(Predicates):
     def _forward_index(self, tv: TensorView, coords: Coords) -> dict[int, k.Node]:
         """The index of every loop ID at logical `coords`, through the loop transforms."""
         index: dict[int, k.Node] = {id(d): c for d, c in zip(tv.logical_no_reductions(), coords, strict=True)}
+        # a reduction's result does not vary along what it reduced (its loop IDs made from a
+        # reduced axis, a size-1 broadcast Welford reduces, say, are at 0)
+        index.update({id(d): k.Const(INDEX, 0) for d in tv.logical if d.is_reduction})
         for expr in transforms_between(tv.logical, tv.loop):
             if isinstance(expr, Split):
                 outer, inner = expr.outputs

@@ -258,3 +258,16 @@ def test_an_output_iterating_what_the_reference_only_broadcasts_gets_its_own_ker
     assert len(runtime.segmented.groups) == 2
     _padded, unequal = _check(build, [x0, x1])
     np.testing.assert_array_equal(unequal, x0 != x1)
+
+
+def test_a_welford_over_a_size_1_axis_is_read_by_its_consumers():
+    # var_mean over a broadcast axis, its mean summed: reading the Welford result walked the
+    # loop transforms of the reduced axis, which had no index (KeyError in lowering)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[2], contiguity=[None], dtype=DataType.Double)
+        _, mean = fd.ops.var_mean(fd.ops.broadcast(t0, is_broadcast_dim=[True, False]), dims=[0], correction=0)
+        fd.add_output(fd.ops.sum(mean, dims=[0], keepdim=True, dtype=DataType.Null))
+
+    x = np.broadcast_to(RNG.standard_normal(1), (2,))
+    (out,) = _check_kernels_codegen_takes(build, [x])
+    np.testing.assert_allclose(out, [2 * x[0]])
