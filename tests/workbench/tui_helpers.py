@@ -33,13 +33,18 @@ async def settle(pilot: Pilot) -> None:
     raise AssertionError(f"the app never settled: {pilot.app.busy}")
 
 
+PENDING = "this tab fills in when the run finishes"  # workbench/tui/app.py's placeholder
+
+
 async def show(pilot: Pilot, tab: str) -> str:
     """The tab's text once it has rendered: a loaded machine may need more than one
-    pause before a view fills (waits at most a few seconds; an empty view stays empty)."""
+    pause before a view fills, and a tab shows a placeholder until its run finishes (waits at
+    most 20 seconds; an empty view stays empty)."""
     pilot.app.action_tab(tab)
     await pilot.pause()
-    for _ in range(50):
-        if view_text(pilot, tab).strip():
+    for _ in range(200):
+        text = view_text(pilot, tab)
+        if text.strip() and PENDING not in text:  # not the placeholder of a run still going
             break
         await pilot.pause(0.1)
     return view_text(pilot, tab)
