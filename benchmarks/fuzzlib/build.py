@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from fuser_core import DataType, FusionDefinition
+from fuser_core.ir.layout import compute_tensor_descriptor
 
 from .program import FLOATS, Extent, Op, Program, Ref, ScalarIn, Size, TensorIn
 
@@ -46,30 +47,6 @@ def input_strides(inp: TensorIn) -> tuple[list[int], list[int]]:
     for k, axis in enumerate(inp.order):
         strides[axis] = 0 if inp.expanded[axis] else mem_strides[k]
     return strides, mem_shape
-
-
-def descriptor(sizes: list[int], strides: list[int]) -> tuple[list[bool | None], list[int]]:
-    """nvFuser's (contiguity in allocation order, stride order) of a strided tensor: axes
-    sorted by stride, largest first, ties in logical order, a stride-0 axis at its own
-    position; a broadcast (size 1 or stride 0) has contiguity None, another axis is
-    contiguous when its stride is the next inner non-broadcast axis's extent."""
-    rank = len(sizes)
-    alloc = sorted((a for a in range(rank) if strides[a] != 0), key=lambda a: -strides[a])
-    for a in range(rank):
-        if strides[a] == 0:
-            alloc.insert(a, a)
-    contiguity: list[bool | None] = [None] * rank
-    expected = 1
-    for k in reversed(range(rank)):
-        axis = alloc[k]
-        if sizes[axis] == 1 or strides[axis] == 0:
-            continue
-        contiguity[k] = strides[axis] == expected
-        expected = strides[axis] * sizes[axis]
-    order = [0] * rank
-    for k, axis in enumerate(alloc):
-        order[axis] = rank - 1 - k
-    return contiguity, order
 
 
 @dataclass
@@ -130,7 +107,7 @@ class Builder:
             handle = self.fd.define_scalar(None, dtype=data_type(inp.dtype))
         else:
             strides, _ = input_strides(inp)
-            contiguity, order = descriptor(list(inp.shape), strides)
+            contiguity, order = compute_tensor_descriptor(list(inp.shape), strides)
             shape = [s if (s == 1 or static) else -1 for s, static in zip(inp.shape, inp.static, strict=True)]
             handle = self.fd.define_tensor(
                 shape=shape, contiguity=contiguity, dtype=data_type(inp.dtype), stride_order=order

@@ -305,6 +305,24 @@ def walk(stmts: list[Stmt]) -> Iterator[Stmt]:
             yield from walk(stmt.orelse)
 
 
+def node_reads(node: Node, with_vars: bool = False) -> Iterator[str]:
+    """The buffers an expression reads (and, with `with_vars`, the variables it uses)."""
+    if isinstance(node, Read):
+        yield node.buffer
+        yield from node_reads(node.index, with_vars)
+    elif isinstance(node, Var):
+        if with_vars:
+            yield node.name
+    elif isinstance(node, Bin):
+        yield from node_reads(node.a, with_vars)
+        yield from node_reads(node.b, with_vars)
+    elif isinstance(node, Un | Cast):
+        yield from node_reads(node.a, with_vars)
+    elif isinstance(node, Call):
+        for arg in node.args:
+            yield from node_reads(arg, with_vars)
+
+
 # -- the kernel_ir dump ---------------------------------------------------------------
 
 

@@ -72,20 +72,8 @@ def _scope_of(stmts: list[k.Stmt], target: k.Stmt) -> list[k.Stmt] | None:
     return None
 
 
-def _node_names(node: k.Node) -> Iterator[str]:
-    if isinstance(node, k.Read):
-        yield node.buffer
-        yield from _node_names(node.index)
-    elif isinstance(node, k.Var):
-        yield node.name
-    elif isinstance(node, k.Bin):
-        yield from _node_names(node.a)
-        yield from _node_names(node.b)
-    elif isinstance(node, k.Un | k.Cast):
-        yield from _node_names(node.a)
-    elif isinstance(node, k.Call):
-        for arg in node.args:
-            yield from _node_names(arg)
+def _names(node: k.Node) -> Iterator[str]:
+    return k.node_reads(node, with_vars=True)
 
 
 def _reads(stmt: k.Stmt) -> set[str]:
@@ -93,17 +81,17 @@ def _reads(stmt: k.Stmt) -> set[str]:
     names: set[str] = set()
     for s in k.walk([stmt]):
         if isinstance(s, k.Store):
-            names |= {*_node_names(s.index), *_node_names(s.value)}
+            names |= {*_names(s.index), *_names(s.value)}
         elif isinstance(s, k.Define):
-            names |= set(_node_names(s.value))
+            names |= set(_names(s.value))
         elif isinstance(s, k.VectorCopy):
-            names |= {s.src, *_node_names(s.src_index), *_node_names(s.dst_index)}
+            names |= {s.src, *_names(s.src_index), *_names(s.dst_index)}
         elif isinstance(s, k.If):
-            names |= set(_node_names(s.cond))
+            names |= set(_names(s.cond))
         elif isinstance(s, k.For):
-            names |= set(_node_names(s.extent))
+            names |= set(_names(s.extent))
         elif isinstance(s, k.ParallelReduce):
-            names |= {*s.buffers, *_node_names(s.index)}
+            names |= {*s.buffers, *_names(s.index)}
     return names
 
 

@@ -139,18 +139,7 @@ def _unscoped_buffer(body: list[k.Stmt], globals_: set[str]) -> str | None:
     """The first register or shared buffer read or written outside the scope it is
     allocated in, or None: a lowering that reopened loops past a buffer's must not print."""
 
-    def reads(node: k.Node) -> Iterator[str]:
-        if isinstance(node, k.Read):
-            yield node.buffer
-            yield from reads(node.index)
-        elif isinstance(node, k.Bin):
-            yield from reads(node.a)
-            yield from reads(node.b)
-        elif isinstance(node, k.Un | k.Cast):
-            yield from reads(node.a)
-        elif isinstance(node, k.Call):
-            for arg in node.args:
-                yield from reads(arg)
+    reads = k.node_reads
 
     def used(stmt: k.Stmt) -> Iterator[str]:
         if isinstance(stmt, k.Store):
