@@ -482,9 +482,14 @@ def _vector_width(
 
 
 def _vector_axis(ref: TensorView, inner: bool) -> IterDomain | None:
+    """The axis vectors run along: the innermost reduced (or kept) axis that has more
+    than one element. A reduced size-1 axis (a reduction over a broadcast) is no vector
+    axis: the tensors' checks would find no tensor holding it and pass any layout."""
     if inner:
-        return [d for d in ref.logical if d.is_reduction][-1]
-    iteration = [d for d in common.layout_order(ref) if not d.is_reduction]
+        reduced = [d for d in ref.logical if d.is_reduction]
+        wide = [d for d in reduced if not d.extent.is_one_int()]
+        return (wide or reduced)[-1]
+    iteration = [d for d in common.layout_order(ref) if not d.is_reduction and not d.extent.is_one_int()]
     return iteration[-1] if iteration else None
 
 

@@ -9,6 +9,7 @@ rfactored axes marked `rf`) and the reduction of those partials across threads.
 from __future__ import annotations
 
 from fuser_core.errors import InternalError
+from fuser_core.ir.dtype import DataType
 from fuser_core.ir import iter_domain as idx
 from fuser_core.ir.base import Expr
 from fuser_core.ir.iter_domain import IterDomain, IterType, Merge, ParallelType, Resize, Split
@@ -132,7 +133,9 @@ def _partial_tensor(tv: TensorView, positions: set[int]) -> TensorView:
     logical = iteration_roots + [d for d in reduction_leaves if all(d is not r for r in iteration_roots)]
     domain = TensorDomain(logical, root=root)
     domain.loop = loop
-    return TensorView(domain, tv.dtype)
+    # A partial is the reduction's accumulator: a Half or BFloat16 reduction adds in
+    # float, and rounding its partials would round the result twice.
+    return TensorView(domain, DataType.Float if tv.dtype.is_reduced_float else tv.dtype)
 
 
 def _final_domain(tv: TensorView, partial: TensorView, positions: set[int]) -> TensorDomain:

@@ -96,3 +96,30 @@ def test_fuzzer_shapes_of_slices_outer_welford_and_reshaped_maxima():
     _against_reference(before_slice, [rng.standard_normal((2, 511))])
     _against_reference(outer_var_mean, [rng.standard_normal((645, 16)).astype(np.float32)])
     _against_reference(max_then_reshape, [np.asfortranarray(rng.standard_normal((3, 2)).astype(np.float32))])
+
+
+def test_a_permuted_output_beside_a_full_welford_is_stored_element_by_element():
+    # seed 3 case 4309: welford over every axis of [1024, N, 1] with a permuted output
+    # [N, 1, 1024] gave misaligned vector stores (cudaErrorMisalignedAddress)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[1024, -1, 1], contiguity=[True, True, None], dtype=DataType.Double)
+        t1 = fd.ops.cast(fd.ops.cast(fd.ops.sin(t0), dtype=DataType.Half), dtype=DataType.Float)
+        avg, _, _ = fd.ops.welford(t0, dims=[0, 1, 2])
+        fd.add_output(fd.ops.permute(fd.ops.permute(t1, dims=[2, 0, 1]), dims=[2, 0, 1]))
+        fd.add_output(avg)
+        fd.add_output(fd.ops.squeeze(t0, dims=[2]))
+
+    _against_reference(build, [np.random.default_rng(4309).standard_normal((1024, 32, 1))])
+
+
+def test_a_half_sum_adds_its_partials_in_float_on_the_device():
+    # the partials of a Half sum were rounded to Half before they were added
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1, 1], contiguity=[True, True, None], dtype=DataType.Half)
+        fd.add_output(fd.ops.sum(t0, dims=[0], keepdim=True, dtype=DataType.Null))
+    x = (np.random.default_rng(1704).standard_normal((64, 16, 1)) * 4).astype(np.float16)
+    with use_options(backend="cuda"):
+        (got,) = fd.execute([_to_device(x)])
+    exact = x.astype(np.float64).sum(axis=0, keepdims=True)
+    # one rounding to Half of a float sum: within one Half step of the exact sum
+    np.testing.assert_allclose(_host(got, DataType.Half).astype(np.float64), exact, rtol=2**-10, atol=2**-10)

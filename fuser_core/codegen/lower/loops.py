@@ -50,6 +50,11 @@ class Loops(Arguments):
                 loop = self.stack[depth - 1].body[-1]
                 if isinstance(loop, k.For) and loop.hardware is not None:
                     keep = depth
+                elif isinstance(loop, k.For) and const_value(loop.extent) != 1:
+                    # a serial loop over an ID it does not have runs it more than once:
+                    # nothing inside it is this tensor's (a reduction's serial loops around
+                    # an output that only its expanded sibling iterates)
+                    break
             else:
                 break
         self._close_loops(keep)

@@ -271,3 +271,55 @@ def test_a_welford_over_a_size_1_axis_is_read_by_its_consumers():
     x = np.broadcast_to(RNG.standard_normal(1), (2,))
     (out,) = _check_kernels_codegen_takes(build, [x])
     np.testing.assert_allclose(out, [2 * x[0]])
+
+
+def test_a_permuted_output_beside_a_reduction_over_a_broadcast_axis_is_stored_element_by_element():
+    # welford over every axis of [1024, N, 1]: the vector axis was the reduced size-1 axis,
+    # which no output holds, so a permuted output [N, 1, 1024] got vector stores (misaligned
+    # on the GPU, and two elements 1024 apart written as neighbours)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[64, -1, 1], contiguity=[True, True, None], dtype=DataType.Double)
+        t1 = fd.ops.cast(t0, dtype=DataType.Float)
+        avg, _, _ = fd.ops.welford(t1, dims=[0, 1, 2])
+        fd.add_output(fd.ops.permute(fd.ops.permute(t1, dims=[2, 0, 1]), dims=[2, 0, 1]))
+        fd.add_output(avg)
+        fd.add_output(fd.ops.squeeze(t0, dims=[2]))
+
+    x = RNG.standard_normal((64, 6, 1))
+    runtime, _ = _runtime(build, [x])
+    assert runtime.segmented.groups[0].params.vectorize == 1
+    permuted, avg, squeezed = _check(build, [x])
+    np.testing.assert_array_equal(permuted, x.astype(np.float32).transpose(1, 2, 0))
+    np.testing.assert_allclose(avg, x.mean(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(squeezed, x[:, :, 0])
+
+
+def test_a_half_sum_split_across_threads_adds_its_partials_in_float():
+    # the rfactor partial of a Half sum was a Half tensor: each thread's partial sum was
+    # rounded to Half before the block added them, so the sum was rounded twice, and an
+    # fmod of it (discontinuous) differed from the reference in 44% of its elements
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, 1], contiguity=[True, True, None], dtype=DataType.Half)
+        t1 = fd.ops.sum(t0, dims=[0], keepdim=True, dtype=DataType.Null)
+        fd.add_output(t1)
+        fd.add_output(fd.ops.fmod(t1, t0))
+
+    x = (RNG.standard_normal((64, 16, 1)) * 4).astype(np.float16)
+    total, _ = _check(build, [x])
+    np.testing.assert_array_equal(total, x.astype(np.float64).sum(axis=0, keepdims=True).astype(np.float16))
+
+
+def test_a_reduction_output_beside_an_expanded_one_is_written_outside_the_serial_reduction_loops():
+    # var_mean over an expanded axis, with x - mean as an output expanded along it: the
+    # variance was written inside the reduction's serial unrolled loop, twice per element
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, 1], contiguity=[True, True, None], dtype=DataType.Float)
+        t1 = fd.ops.expand(t0, shape=[128, 3, 3])
+        var, mean = fd.ops.var_mean(t1, dims=[2], correction=0, keepdim=False)
+        fd.add_output(fd.ops.sub(t1, fd.ops.broadcast_in_dim(mean, shape=[128, 3, 3], broadcast_dims=[0, 1])))
+        fd.add_output(var)
+
+    x = RNG.standard_normal((128, 3, 1)).astype(np.float32)
+    centered, var = _check(build, [x])
+    np.testing.assert_allclose(var, np.zeros((128, 3)), atol=1e-6)
+    np.testing.assert_allclose(centered, np.zeros((128, 3, 3)), atol=1e-6)
