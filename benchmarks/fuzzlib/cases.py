@@ -37,7 +37,7 @@ from fuser_core.runtime.nvrtc import KernelCompileError, load_nvrtc
 
 from .build import build, make_inputs
 from .program import REDUCTIONS, Program, computed_precision
-from .torch_ref import NeedsReference, TorchEval, compare, to_numpy, to_torch, torch_dtype
+from .torch_ref import NeedsReference, TorchEval, compare, nudge_patterns, to_numpy, to_torch, torch_dtype
 
 FAILURES = ("compile", "fault", "mismatch", "internal", "timeout")
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,8 +152,10 @@ class CudaRunner:
         try:
             want = TorchEval(torch, program).run(inputs)
             wide = TorchEval(torch, program, wide=True).run(inputs)
+            nudged = [TorchEval(torch, program, nudge=p).run(inputs) for p in nudge_patterns(program)]
         except NeedsReference:  # random ops: torch cannot draw nvFuser's Philox stream
             against = "the reference backend"
+            nudged = []
             try:
                 with use_options(backend="reference"):
                     want = wide = fd.execute([h.view() for h in hosts])
@@ -166,7 +168,8 @@ class CudaRunner:
             problem = _output_dtype_problem(torch, got, dtype)
             if problem is None:
                 problem = compare(to_numpy(torch, got), to_numpy(torch, want[k]), to_numpy(torch, wide[k]),
-                                  dtype, loose(program), computed_precision(program, out.vid))  # fmt: skip
+                                  dtype, loose(program), computed_precision(program, out.vid),
+                                  [to_numpy(torch, n[k]) for n in nudged])  # fmt: skip
             if problem is not None:
                 where = f"output {k} (T{_tv_name(fd, k)}, {dtype}) against {against}"
                 return Outcome("mismatch", f"{where}: {problem}", host)
@@ -294,6 +297,7 @@ class CpuRunner:
         try:
             want = TorchEval(torch, program).run(inputs)
             wide = TorchEval(torch, program, wide=True).run(inputs)
+            nudged = [TorchEval(torch, program, nudge=p).run(inputs) for p in nudge_patterns(program)]
         except NeedsReference:  # random ops: the reference is the only judge, and it ran above
             return None
         except Exception as err:
@@ -302,7 +306,8 @@ class CpuRunner:
             dtype = program.dtypes[out.vid]
             got = to_numpy(torch, outs[k])
             precision = computed_precision(program, out.vid)
-            problem = compare(got, to_numpy(torch, want[k]), to_numpy(torch, wide[k]), dtype, loose(program), precision)
+            moved = [to_numpy(torch, n[k]) for n in nudged]
+            problem = compare(got, to_numpy(torch, want[k]), to_numpy(torch, wide[k]), dtype, loose(program), precision, moved)
             if problem is not None:
                 return "mismatch", f"reference backend against torch, output {k} ({dtype}): {problem}"
         return None

@@ -19,12 +19,21 @@ where that result and the normal one disagree, the element is ill-conditioned (a
 cancellation, a comparison of two nearly equal floats, a cast of a float that rounds
 across an integer) and `compare` gives it that much more room, or for integers and
 bools skips it.
+
+`TorchEval(torch, program, nudge=signs)` moves each float reduction's result by its
+own rounding bound, up or down by reduction (`signs`), before the rest of the program
+uses it. A compiler sums in its own order, so its sum may round to a neighbour of
+torch's; where an op downstream is discontinuous in it (`fmod` or `frac` of a Half
+sum, a comparison) or cancels it (`x - mean` summed), the nudged runs move by as much
+as the compiler's answer may, and `compare` gives that element the room (or skips an
+integer or bool element whose nudged values differ).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -84,11 +93,28 @@ def to_numpy(torch: Any, value: Any) -> np.ndarray:
     return value
 
 
+# the unit roundoff of each float dtype (half its relative spacing)
+UNIT_ROUNDOFF = {"Double": 2.0**-53, "Float": 2.0**-24, "Half": 2.0**-11, "BFloat16": 2.0**-8}
+
+
+def nudge_patterns(program: Program) -> list[tuple[int, ...]]:
+    """Sign patterns for the nudged runs: every reduction up, every one down, and where
+    there are several, alternating both ways (two sums that cancel move apart)."""
+    count = sum((2 if op.name in ("var_mean", "welford") else 1) for op in program.ops if op.name in NUDGED)
+    if count == 0:
+        return []
+    patterns = [(1,) * count, (-1,) * count]
+    if count > 1:
+        patterns += [tuple(1 if i % 2 == 0 else -1 for i in range(count)), tuple(-1 if i % 2 == 0 else 1 for i in range(count))]
+    return patterns
+
+
 class TorchEval:
-    def __init__(self, torch: Any, program: Program, wide: bool = False) -> None:
+    def __init__(self, torch: Any, program: Program, wide: bool = False, nudge: tuple[int, ...] = ()) -> None:
         self.torch = torch
         self.program = program
         self.wide = wide
+        self.nudge = list(nudge)
         self.env: dict[int, Any] = {}
         self.device: Any = "cpu"
 
@@ -240,16 +266,37 @@ class TorchEval:
             return torch.float64 if self.wide or out == "Double" else torch.float32
         return torch.int64
 
+    def nudged(self, y: Any, bound: Any, out: str, n: int) -> Any:
+        """`y` moved by its reduction's rounding bound (`bound` times the accumulator's
+        roundoff, log2(n) + 2 times: a tree of partial sums rounds at each level) and by a
+        rounding of the stored dtype, in this run's direction for this reduction."""
+        if not self.nudge or out not in FLOATS:
+            return y
+        sign = self.nudge.pop(0)
+        acc = "Double" if out == "Double" else "Float"
+        levels = math.ceil(math.log2(max(n, 1))) + 2
+        step = bound * (levels * UNIT_ROUNDOFF[acc]) + y.abs() * (2 * UNIT_ROUNDOFF[out])
+        return y + sign * step
+
     def op_sum(self, op: Op, args: list[Any], kw: dict[str, Any]) -> list[Any]:
         out = self.out(op)
-        y = args[0].to(self.acc_dt(out)).sum(dim=kw["dims"], keepdim=kw.get("keepdim", False))
+        x = args[0].to(self.acc_dt(out))
+        keep = kw.get("keepdim", False)
+        y = x.sum(dim=kw["dims"], keepdim=keep)
+        if self.nudge and out in FLOATS:
+            y = self.nudged(y, x.abs().sum(dim=kw["dims"], keepdim=keep), out, _count(x, kw["dims"]))
         return [y.to(self.dt(out))]
 
     def op_prod(self, op: Op, args: list[Any], kw: dict[str, Any]) -> list[Any]:
         out = self.out(op)
-        y = args[0].to(self.acc_dt(out))
+        x = args[0].to(self.acc_dt(out))
+        y = x
         for d in sorted(kw["dims"], reverse=True):
             y = y.prod(dim=d, keepdim=kw.get("keepdim", False))
+        if self.nudge and out in FLOATS:
+            n = _count(x, kw["dims"])
+            # each product rounds relative to itself: the bound grows with the count, not its log
+            y = self.nudged(y, y.abs() * n / (math.ceil(math.log2(max(n, 1))) + 2), out, n)
         return [y.to(self.dt(out))]
 
     def op_max(self, op: Op, args: list[Any], kw: dict[str, Any]) -> list[Any]:
@@ -262,18 +309,36 @@ class TorchEval:
         y = self.torch.amin(args[0].to(self.compute_dt(out)), dim=kw["dims"], keepdim=kw.get("keepdim", False))
         return [y.to(self.dt(out))]
 
+    def _moments_nudged(self, x: Any, dims: list[int], keep: bool, var: Any, mean: Any, out_var: str,
+                        out_mean: str, var_scale: float) -> tuple[Any, Any]:  # fmt: skip
+        """Nudge a variance (times `var_scale`, e.g. the count for welford's var_sum) and
+        a mean, each by the rounding bound of the sums that make it."""
+        if not self.nudge or out_var not in FLOATS:
+            return var, mean
+        n = _count(x, dims)
+        var = self.nudged(var, (x * x).sum(dim=dims, keepdim=keep) * (var_scale / max(n, 1)) * 2, out_var, n)
+        if self.nudge:
+            mean = self.nudged(mean, x.abs().sum(dim=dims, keepdim=keep) / max(n, 1), out_mean, n)
+        return var, mean
+
     def op_var(self, op: Op, args: list[Any], kw: dict[str, Any]) -> list[Any]:
         out = self.out(op)
         x = args[0].to(self.compute_dt(out))
-        y = self.torch.var(x, dim=kw["dims"], correction=kw["correction"], keepdim=kw.get("keepdim", False))
+        keep = kw.get("keepdim", False)
+        y = self.torch.var(x, dim=kw["dims"], correction=kw["correction"], keepdim=keep)
+        if self.nudge and out in FLOATS:
+            n = _count(x, kw["dims"])
+            y = self.nudged(y, (x * x).sum(dim=kw["dims"], keepdim=keep) * 2 / max(n - kw["correction"], 1), out, n)
         return [y.to(self.dt(out))]
 
     def op_var_mean(self, op: Op, args: list[Any], kw: dict[str, Any]) -> list[Any]:
         out = self.out(op)
         x = args[0].to(self.compute_dt(out))
-        var, mean = self.torch.var_mean(
-            x, dim=kw["dims"], correction=kw["correction"], keepdim=kw.get("keepdim", False)
-        )
+        keep = kw.get("keepdim", False)
+        var, mean = self.torch.var_mean(x, dim=kw["dims"], correction=kw["correction"], keepdim=keep)
+        n = _count(x, kw["dims"])
+        var, mean = self._moments_nudged(x, kw["dims"], keep, var, mean, out, self.out(op, 1),
+                                         n / max(n - kw["correction"], 1))  # fmt: skip
         return [var.to(self.dt(out)), mean.to(self.dt(self.out(op, 1)))]
 
     def op_welford(self, op: Op, args: list[Any], kw: dict[str, Any]) -> list[Any]:
@@ -281,8 +346,10 @@ class TorchEval:
         dims = kw["dims"]
         count = math.prod(x.shape[d] for d in dims)
         var, mean = self.torch.var_mean(x, dim=dims, correction=0)
+        var_sum = var * count
+        var_sum, mean = self._moments_nudged(x, dims, False, var_sum, mean, self.out(op, 1), self.out(op), count)
         n = self.torch.full(mean.shape, count, dtype=self.torch.int64, device=x.device)
-        return [mean.to(self.dt(self.out(op))), (var * count).to(self.dt(self.out(op, 1))), n]
+        return [mean.to(self.dt(self.out(op))), var_sum.to(self.dt(self.out(op, 1))), n]
 
     # -- shapes -------------------------------------------------------------------------------
     def op_broadcast(self, op: Op, args: list[Any], kw: dict[str, Any]) -> list[Any]:
@@ -341,6 +408,14 @@ class TorchEval:
     def op_iota(self, op: Op, args: list[Any], kw: dict[str, Any]) -> list[Any]:
         i = self.torch.arange(kw["length"], dtype=self.torch.int64, device=self.device)
         return [(i * kw["step"] + kw["start"]).to(self.dt(self.out(op)))]
+
+
+# reductions whose float result depends on the order of its terms (max and min do not)
+NUDGED = frozenset(["sum", "prod", "var", "var_mean", "welford"])
+
+
+def _count(x: Any, dims: list[int]) -> int:
+    return math.prod(int(x.shape[d]) for d in dims)
 
 
 @dataclass(frozen=True)
@@ -467,17 +542,26 @@ SLACK = 4.0  # times the float64 evaluation's distance from the normal one
 
 
 def compare(
-    got: Any, want: np.ndarray, wide: np.ndarray, dtype: str, loose: bool, precision: str | None = None
+    got: Any,
+    want: np.ndarray,
+    wide: np.ndarray,
+    dtype: str,
+    loose: bool,
+    precision: str | None = None,
+    nudged: Sequence[np.ndarray] = (),
 ) -> str | None:
-    """None when `got` matches torch's `want` (with `wide`, the float64 evaluation, as the
-    measure of each element's conditioning); else what differs. Floats are held to the
-    tolerance of `precision`, the least precise float the value was computed in (a Float
-    result cast to Double is as good as a Float), where that is looser than `dtype`'s."""
+    """None when `got` matches torch's `want` (with `wide`, the float64 evaluation, and
+    `nudged`, the runs with reductions moved by their rounding bounds, as the measure of
+    each element's conditioning); else what differs. Floats are held to the tolerance of
+    `precision`, the least precise float the value was computed in (a Float result cast
+    to Double is as good as a Float), where that is looser than `dtype`'s."""
     got = np.asarray(got)
     if got.shape != want.shape:
         return f"shape {got.shape}, torch has {want.shape}"
     if dtype not in FLOATS:
         stable = want == wide
+        for other in nudged:
+            stable &= want == other
         bad = (got != want) & stable
         if bad.any():
             return _describe(bad, got, want, wide, "exact")
@@ -493,6 +577,9 @@ def compare(
         scale = float(np.abs(w64[finite]).max()) if finite.any() else 1.0
         same_special = ~np.isfinite(w) & ((np.isnan(w) & np.isnan(w64)) | (w == w64))
         tol = atol * scale + rtol * np.abs(w) + SLACK * np.abs(w - w64)
+        for other in nudged:
+            moved = np.abs(np.asarray(other, dtype=np.float64) - w)
+            tol = tol + np.where(np.isfinite(moved), moved, np.inf)
         close = np.abs(g - w) <= tol
         ok_special = (np.isnan(g) & np.isnan(w)) | (g == w)
         bad = np.where(finite, ~close, np.where(same_special, ~ok_special, False))
