@@ -425,7 +425,12 @@ class Families:
         x = self.pick(lambda v: any(self.metas[v].bcast))
         if x is None:
             return False
-        axes = [a for a, b in enumerate(self.metas[x].bcast) if b]
+        # an axis expanded to a run-time extent (a slice of a stride-0 axis) is size 1 here
+        # but not a squeezable broadcast: nvFuser refuses it without squeeze_expanded
+        dims_of = self.builder.handles[x].tv.logical_no_reductions()
+        axes = [a for a, b in enumerate(self.metas[x].bcast) if b and not dims_of[a].has_expanded_extent]
+        if not axes:
+            return False
         dims = sorted(self.rng.sample(axes, self.rng.randint(1, len(axes))))
         self.one("squeeze", [Ref(x)], {"dims": dims})
         return True

@@ -105,14 +105,19 @@ def _unreachable_consumer(step: Step) -> bool:
 
 
 def _cost(step: Step) -> tuple[int, int]:
-    """(axes of the target left unmapped, 0 for a producer step): lower is better."""
+    """(axes of the target left unmapped, 0 for a producer step): lower is better. A
+    target axis that iterates is not mapped by a source broadcast: the broadcast holds
+    no transforms of its own, only those replayed onto it from whatever iterates it
+    elsewhere (an input broadcast to different axes of two outputs would carry one
+    output's reduction axis into the other's iteration axis)."""
     if _unreachable_consumer(step):
         return (1 << 30, 1)
     if step.producer_side:
-        pairs = root_pairs(step.expr, step.target, step.source)
+        pairs = [(c, p) for p, c in root_pairs(step.expr, step.target, step.source)]
     else:
-        pairs = root_pairs(step.expr, step.source, step.target)
-    return (len(step.target.logical) - len(pairs), 0 if step.producer_side else 1)
+        pairs = list(root_pairs(step.expr, step.source, step.target))
+    mapped = sum(1 for source, target in pairs if target.is_broadcast or not source.is_broadcast)
+    return (len(step.target.logical) - mapped, 0 if step.producer_side else 1)
 
 
 def _neighbours(tv: TensorView, in_scope: Callable[[Expr], bool]) -> list[Step]:

@@ -103,7 +103,7 @@ def test_a_permuted_output_beside_a_full_welford_is_stored_element_by_element():
     # [N, 1, 1024] gave misaligned vector stores (cudaErrorMisalignedAddress)
     def build(fd):
         t0 = fd.define_tensor(shape=[1024, -1, 1], contiguity=[True, True, None], dtype=DataType.Double)
-        t1 = fd.ops.cast(fd.ops.cast(fd.ops.sin(t0), dtype=DataType.Half), dtype=DataType.Float)
+        t1 = fd.ops.cast(fd.ops.cast(t0, dtype=DataType.Half), dtype=DataType.Float)  # exact on both
         avg, _, _ = fd.ops.welford(t0, dims=[0, 1, 2])
         fd.add_output(fd.ops.permute(fd.ops.permute(t1, dims=[2, 0, 1]), dims=[2, 0, 1]))
         fd.add_output(avg)

@@ -28,6 +28,8 @@ class Buffers(Indexing):
         for dim in tv.loop[start:]:
             if dim.is_reduction:
                 continue  # a reduction's buffer holds one partial result per iteration point
+            if dim.is_broadcast and tv.memory_type == MemoryType.Local:
+                continue  # one value along its own broadcast axis, however far it is iterated
             hw = HARDWARE.get(dim.parallel_type)
             if hw is not None and (tv.memory_type == MemoryType.Local or hw.startswith("block")):
                 continue

@@ -74,11 +74,17 @@ class Predicates(Loops):
             if dim.is_broadcast and dim.parallel_type not in HARDWARE and const_value(self.extent(concrete(dim))) != 1:
                 cond = land(cond, k.Bin(DataType.Bool, "==", loop_var(dim), k.Const(INDEX, 0)))
         for hw in sorted(self.hardware_used - varying):
-            if hw in self.grid_last:
-                cond = land(cond, self.grid_last[hw])
-            else:
+            reduce = self.grid_last.get(hw)
+            if reduce is not None and reduce.last is not None and self._emitted_in_scope(reduce):
+                cond = land(cond, reduce.last)
+            else:  # before the grid reduction, or outside the loops it closes: no `last` flag here
                 cond = land(cond, k.Bin(DataType.Bool, "==", k.Var(INDEX, hw), k.Const(INDEX, 0)))
         return cond
+
+    def _emitted_in_scope(self, stmt: k.Stmt) -> bool:
+        """Whether `stmt` was emitted into a scope enclosing what is emitted now (so what
+        it declares, a grid reduction's `last` flag, can be read here)."""
+        return any(any(s is stmt for s in scope.body) for scope in self.stack)
 
     @contextlib.contextmanager
     def _predicated(self, cond: k.Node) -> Iterator[None]:

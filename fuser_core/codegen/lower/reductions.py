@@ -91,7 +91,7 @@ class Reductions(Compute):
             reduce.semaphores = self._workspace(f"sem_{label}", DataType.Int32, per_block=1, zeroed=True)
             reduce.last = k.Var(DataType.Bool, f"last_{label}")
             for hw in block_dims:
-                self.grid_last[hw] = reduce.last
+                self.grid_last[hw] = reduce
         # Emitted once its loops close: another reduction of the same input may accumulate
         # in them first (sum and max of a row in one pass).
         self.pending_reduces.append((depth, reduce))

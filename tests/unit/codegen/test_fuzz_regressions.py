@@ -323,3 +323,35 @@ def test_a_reduction_output_beside_an_expanded_one_is_written_outside_the_serial
     centered, var = _check(build, [x])
     np.testing.assert_allclose(var, np.zeros((128, 3)), atol=1e-6)
     np.testing.assert_allclose(centered, np.zeros((128, 3, 3)), atol=1e-6)
+
+
+def test_an_input_broadcast_to_different_axes_of_two_outputs_carries_no_transforms_between_them():
+    # a [1, 1, 5-expanded] input added to a [B, R, C] tensor and to a sum over R: the sum's
+    # output took its transforms through the input's broadcast axis from R, and was
+    # indexed by the reduction's loops (every element wrong)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, -1], contiguity=[True, True, True], dtype=DataType.Double)
+        t1 = fd.define_tensor(shape=[1, 1, 5], contiguity=[None, None, None], dtype=DataType.Double)
+        fd.add_output(fd.ops.add(t1, fd.ops.broadcast(fd.ops.sum(t0, dims=[1]), is_broadcast_dim=[False, False, True])))
+        fd.add_output(fd.ops.addcmul(t1, t0, t0, 1.0))
+
+    x = RNG.standard_normal((2, 5, 5))
+    row = np.broadcast_to(RNG.standard_normal((1, 1, 1)), (1, 1, 5))
+    plus_sum, _ = _check(build, [x, row])
+    np.testing.assert_allclose(plus_sum, row + x.sum(axis=1)[:, :, None], rtol=1e-12)
+
+
+def test_an_output_written_after_a_grid_reduction_closes_is_written_by_the_first_block():
+    # a permuted [1, 1, 1] output beside a grid sum: its write was predicated on the grid
+    # reduction's `last` flag outside the scope that declares it (NVRTC: last_T8 undefined)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[1, 1, 1], contiguity=[None, None, None], dtype=DataType.Float)
+        t1 = fd.define_tensor(shape=[-1, -1, -1], contiguity=[True, True, True], dtype=DataType.Int32)
+        fd.add_output(fd.ops.sum(fd.ops.permute(t1, dims=[0, 2, 1]), dims=[2], keepdim=False))
+        fd.add_output(fd.ops.permute(t0, dims=[2, 1, 0]))
+
+    x0 = RNG.standard_normal((1, 1, 1)).astype(np.float32)
+    x1 = RNG.integers(-9, 9, (7, 256, 5)).astype(np.int32)
+    total, same = _check_kernels_codegen_takes(build, [x0, x1])
+    np.testing.assert_array_equal(total, x1.sum(axis=1))
+    np.testing.assert_array_equal(same, x0)
