@@ -84,6 +84,19 @@ template <typename T> __device__ __forceinline__ T fuser_fmax(T a, T b) {
 template <typename T> __device__ __forceinline__ T fuser_fmin(T a, T b) {
   return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
 }
+#if __CUDA_ARCH__ >= 800
+// One instruction where the hardware has it: max.NaN / min.NaN propagate a NaN operand.
+template <> __device__ __forceinline__ float fuser_fmax<float>(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+template <> __device__ __forceinline__ float fuser_fmin<float>(float a, float b) {
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+#endif
 __device__ __forceinline__ float remainder(float a, float b) {
   float r = fmodf(a, b);
   return (r != 0.f && ((r < 0.f) != (b < 0.f))) ? r + b : r;

@@ -129,9 +129,19 @@ class Split(Expr):
     op_name = "Split"
 
     def __init__(
-        self, outer: IterDomain, inner: IterDomain, inp: IterDomain, factor: Scalar, inner_split: bool
+        self,
+        outer: IterDomain,
+        inner: IterDomain,
+        inp: IterDomain,
+        factor: Scalar,
+        inner_split: bool,
+        divisible: bool = False,
     ) -> None:
         self.inner_split = inner_split
+        # The scheduler guarantees the factor divides the extent at every launch (a vector
+        # width chosen to divide it): the inner index never runs past, so a bounds check
+        # of the input holds for every inner index when it holds for the first.
+        self.divisible = divisible
         super().__init__([inp, factor], [outer, inner])
 
     def to_string(self) -> str:
@@ -174,7 +184,9 @@ class Resize(Expr):
         )
 
 
-def split(inp: IterDomain, factor: Scalar | int, inner_split: bool = True) -> tuple[IterDomain, IterDomain]:
+def split(
+    inp: IterDomain, factor: Scalar | int, inner_split: bool = True, divisible: bool = False
+) -> tuple[IterDomain, IterDomain]:
     if not inp.start.is_zero_int():
         raise InternalError(f"cannot split {inp}: non-zero start")
     f = sm.as_scalar(factor)
@@ -183,7 +195,7 @@ def split(inp: IterDomain, factor: Scalar | int, inner_split: bool = True) -> tu
     common = {"iter_type": inp.iter_type, "is_rfactor_product": inp.is_rfactor_product}
     outer = IterDomain(outer_extent, **common)  # type: ignore[arg-type]
     inner = IterDomain(inner_extent, **common)  # type: ignore[arg-type]
-    Split(outer, inner, inp, f, inner_split)
+    Split(outer, inner, inp, f, inner_split, divisible)
     return outer, inner
 
 

@@ -198,9 +198,9 @@ class TensorView(Val):
         return text
 
     # -- scheduling transforms on the loop domain -------------------------------------
-    def split(self, axis: int, factor: Scalar | int, inner_split: bool = True) -> TensorView:
+    def split(self, axis: int, factor: Scalar | int, inner_split: bool = True, divisible: bool = False) -> TensorView:
         axis = self._loop_axis(axis)
-        outer, inner = idx.split(self.loop[axis], factor, inner_split)
+        outer, inner = idx.split(self.loop[axis], factor, inner_split, divisible)
         self.domain.loop[axis : axis + 1] = [outer, inner]
         return self
 

@@ -3,6 +3,8 @@ reduction signatures, persistence, and whether propagation reaches every tensor.
 
 from __future__ import annotations
 
+from fuser_core.ir.elementwise import UnaryOp
+from fuser_core.ir.op_types import UnaryOpType
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler.base import RejectCategory, Rejection, SchedulerType, reject
 from fuser_core.scheduler.group_view import GroupView
@@ -171,6 +173,41 @@ def _buffers(group: GroupView) -> list[TensorView]:
         if any(id(u) in feeding for u in uses) and any(id(o) in after for u in uses for o in u.outputs):
             buffers.append(tv)
     return buffers
+
+
+# Transcendental ops: recomputing one per element after a reduction costs more than the
+# registers that keep its result (the special-function unit is 1/8 of the FMA rate).
+_COSTLY = frozenset(
+    UnaryOpType[name]
+    for name in ("Exp", "Exp2", "Expm1", "Log", "Log2", "Log10", "Log1p", "Sin", "Cos", "Tan", "Tanh",
+                 "Sinh", "Cosh", "Sigmoid", "Erf", "Erfc", "Erfinv", "Erfcinv", "Lgamma")
+)  # fmt: skip
+
+
+def costly_between_reductions(group: GroupView) -> list[TensorView]:
+    """Full rows computed from one reduction's result by a transcendental op and read
+    both by a later reduction and after it (softmax's exp(x - max), read by the sum and
+    by the division): a persistent kernel keeps them rather than computing each element
+    twice. They replace the buffer they are computed from, which is dead once they are."""
+    return group.memo("costly", lambda: _costly(group))
+
+
+def _costly(group: GroupView) -> list[TensorView]:
+    after = {id(tv) for tv in downstream_of_reductions(group)}
+    members = {id(e) for e in group.exprs}
+    feeding = _exprs_feeding_reductions(group, members, {id(e) for e in group.reductions})
+    reduced = set().union(*(reduction_sets(group.id_map, tv) for tv in group.reduction_tvs()))
+    found = []
+    for tv in group.tensors:
+        expr = tv.definition
+        if id(tv) not in after or not isinstance(expr, UnaryOp) or expr.op_type not in _COSTLY:
+            continue
+        if not concrete_sets(group.id_map, tv) & reduced:
+            continue  # one value per row: nothing to keep
+        uses = [u for u in tv.uses if id(u) in members]
+        if any(id(u) in feeding for u in uses) and any(id(o) in after for u in uses for o in u.outputs):
+            found.append(tv)
+    return found
 
 
 def _exprs_feeding_reductions(group: GroupView, members: set[int], reductions: set[int]) -> set[int]:

@@ -24,6 +24,7 @@ from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler import common
 from fuser_core.scheduler.base import HeuristicParams, RejectCategory, Rejection, ScheduleRecord, SchedulerType, reject
 from fuser_core.scheduler.checks import (
+    costly_between_reductions,
     covering_output,
     expr_eval_rejection,
     is_inner_reduction,
@@ -37,8 +38,14 @@ from fuser_core.scheduler.checks import (
 )
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 from fuser_core.scheduler.id_map import IdMap, concrete_sets, reduction_sets
-from fuser_core.scheduler.persistent_budget import REGISTER_OVERHEAD, choose_split
+from fuser_core.scheduler.persistent_budget import (
+    REGISTER_OVERHEAD,
+    REGISTER_OVERHEAD_EXP,
+    PersistentSplit,
+    choose_split,
+)
 from fuser_core.scheduler.tensor_ops import rfactor
+from fuser_core.scheduler.welford_translation import translatable_in, translate_welfords
 
 # Per-thread register budget for a persistent batch: what is left of 255 registers
 # after indexing and temporaries, in bytes.
@@ -73,6 +80,12 @@ class ReductionParams(HeuristicParams):
     # False where the buffers alone outgrow the registers of the largest block: the kernel
     # will spill (shared-memory persistence, nvFuser's answer, is not implemented yet).
     fits_in_registers: bool = field(default=True, compare=False)
+    # Inner persistent: its Welfords run as two block sums over the row in registers
+    # (welford_translation), not one division per element.
+    welford_translated: bool = False
+    # Inner persistent: transcendental results between two reductions kept in registers
+    # rather than computed twice (checks.costly_between_reductions), by name.
+    kept_results: tuple[int, ...] = ()
 
     def shown(self) -> list[tuple[str, object]]:
         """Every parameter; the inner persistent ones only for an inner persistent kernel."""
@@ -88,6 +101,8 @@ _INNER_PERSISTENT_ONLY = (
     "buffer_registers_per_thread",
     "occupancy_warps_per_sm",
     "fits_in_registers",
+    "welford_translated",
+    "kept_results",
 )
 
 
@@ -199,9 +214,10 @@ class ReductionScheduler:
 
     def schedule(self, fusion: Fusion, params: HeuristicParams) -> ScheduleRecord:
         assert isinstance(params, ReductionParams)
+        sums_of = translate_welfords(fusion) if params.welford_translated else {}
         caches = common.cache_io(fusion)
         fusion.min_blocks_per_sm = params.min_blocks_per_sm
-        reference = _reduction_tensor(common.tensor_named(fusion, params.reference))
+        reference = sums_of.get(params.reference) or _reduction_tensor(common.tensor_named(fusion, params.reference))
         sources = {cache.name: cache.definition.inputs[0] for cache in caches.inputs}  # type: ignore[union-attr]
         # (before the reference is transformed and rfactored: its logical axes are the group's)
         scalar = _broadcast_along_vectors(fusion, reference, params.inner, list(sources.values()))  # type: ignore[arg-type]
@@ -212,6 +228,7 @@ class ReductionScheduler:
         scheduled = [reference] if partial is not reference else []
         limits = {tv.name: iteration_positions for tv in caches.inputs if self.persistent}
         limits.update(dict.fromkeys(params.buffers, iteration_positions))
+        limits.update(dict.fromkeys(params.kept_results, iteration_positions))
         # Global loads and stores both go in vectors (16-byte stores, not one store per element).
         vectorized = {name for name, source in sources.items() if source.name not in scalar} | {
             tv.name for tv in fusion.outputs if isinstance(tv, TensorView)
@@ -243,7 +260,21 @@ def _inner_persistent_params(
         buffer_registers_per_thread=-(-split.batch * held * vec // 4),
         occupancy_warps_per_sm=split.warps_per_sm,
         fits_in_registers=split.spare_registers >= REGISTER_OVERHEAD,
+        welford_translated=bool(translatable_in(group.exprs, group.outputs)),
+        kept_results=_kept_results(group, split, vec),
     )  # fmt: skip
+
+
+def _kept_results(group: GroupView, split: PersistentSplit, vec: int) -> tuple[int, ...]:
+    """The costly results to keep (checks.costly_between_reductions), where their
+    registers fit beside the buffers the split was sized for; else none (recomputing
+    beats spilling: cross-entropy's 50k-wide rows)."""
+    kept = costly_between_reductions(group)
+    registers = -(-split.batch * vec * sum(tv.dtype.itemsize for tv in kept) // 4)
+    overhead = REGISTER_OVERHEAD_EXP if _has_exp(group) else REGISTER_OVERHEAD
+    if not kept or split.spare_registers - registers < overhead:
+        return ()
+    return tuple(tv.name for tv in kept)
 
 
 def _register_bytes_per_element(group: GroupView) -> int:
@@ -351,7 +382,7 @@ def _schedule_reference(tv: TensorView, params: ReductionParams) -> int:
 
 def _inner_loops(tv: TensorView, params: ReductionParams, has_iteration: bool) -> int:
     r = 1 if has_iteration else 0
-    tv.split(r, params.vectorize)
+    tv.split(r, params.vectorize, divisible=True)  # the width divides the row (_vector_width)
     if params.persistent:  # [.., batch, ceilDiv(R/V, batch), V]: a register buffer of a constant size
         tv.split(r, params.persistent_batch, inner_split=False)
     else:
@@ -367,7 +398,7 @@ def _inner_loops(tv: TensorView, params: ReductionParams, has_iteration: bool) -
 
 def _outer_loops(tv: TensorView, params: ReductionParams, has_iteration: bool) -> int:
     if has_iteration:  # [I, R] -> [I/(V*T), T, V, R]
-        tv.split(0, params.vectorize)
+        tv.split(0, params.vectorize, divisible=True)  # the width divides the rows (_vector_width)
         tv.split(0, params.threads_iteration)
     r = 3 if has_iteration else 0
     if params.persistent:  # R -> [batch, ceilDiv(R, batch)]: a register buffer of a constant size

@@ -70,7 +70,7 @@ def replay_transforms(exprs: list[Expr], mapped: dict[int, IterDomain]) -> None:
         if isinstance(expr, Split):
             source = expr.inputs[0]
             if id(source) in mapped:
-                outer, inner = idx.split(mapped[id(source)], expr.inputs[1], expr.inner_split)  # type: ignore[arg-type]
+                outer, inner = idx.split(mapped[id(source)], expr.inputs[1], expr.inner_split, expr.divisible)  # type: ignore[arg-type]
                 mapped[id(expr.outputs[0])], mapped[id(expr.outputs[1])] = outer, inner
         elif isinstance(expr, Merge):
             merged_outer, merged_inner = (mapped.get(id(v)) for v in expr.inputs)

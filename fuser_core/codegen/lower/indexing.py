@@ -19,7 +19,7 @@ from fuser_core.codegen.lower.model import (
     concrete,
     loop_var,
 )
-from fuser_core.codegen.lower.predicates import Predicates, _propagate_overflow
+from fuser_core.codegen.lower.predicates import Predicates, _propagate_overflow, first_lanes
 from fuser_core.codegen.simplify import add, const_value, div, land, lt, mod, mul, sub
 from fuser_core.errors import InternalError
 from fuser_core.ir.dtype import DataType
@@ -83,11 +83,12 @@ class Indexing(Predicates):
                 valid = land(valid, implied)
             valid = land(valid, self._inner_split_check(expr, index, overflow, reductions))
             _propagate_overflow(self, expr, overflow)
+        lanes = first_lanes(tv)
         for dim in tv.logical:
             if dim.is_broadcast or dim.is_reduction != reductions:
                 continue
             if overflow.get(id(dim), False):
-                valid = land(valid, lt(index[id(dim)], self.extent(dim)))
+                valid = land(valid, _substitute(lt(index[id(dim)], self.extent(dim)), lanes))
         return index, valid
 
     def _backward(self, expr: object, index: dict[int, k.Node]) -> k.Node:
@@ -153,9 +154,10 @@ class Indexing(Predicates):
                 self._backward(t, index)
                 valid = land(valid, self._inner_split_check(t, index, overflow, True))
                 _propagate_overflow(self, t, overflow)
+            lanes = first_lanes(tv, from_root=True)
             for dim in tv.root:
                 if dim.is_reduction and overflow.get(id(dim), False):
-                    valid = land(valid, lt(index[id(dim)], self.extent(dim)))
+                    valid = land(valid, _substitute(lt(index[id(dim)], self.extent(dim)), lanes))
             dims = tv.root
         else:
             dims = tv.logical
@@ -274,3 +276,4 @@ def _merge_contiguous(terms: list[tuple[k.Node, k.Node, k.Node]]) -> list[tuple[
                 changed = True
                 break
     return terms
+

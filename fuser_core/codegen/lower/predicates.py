@@ -11,11 +11,21 @@ from collections.abc import Iterator
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.arguments import Arguments
 from fuser_core.codegen.lower.loops import Loops
-from fuser_core.codegen.lower.model import HARDWARE, INDEX, TRUE, Instance, _loop_vars, _Scope, concrete, loop_var
+from fuser_core.codegen.lower.model import (
+    HARDWARE,
+    INDEX,
+    TRUE,
+    Instance,
+    _loop_vars,
+    _Scope,
+    _substitute,
+    concrete,
+    loop_var,
+)
 from fuser_core.codegen.simplify import conjuncts, const_value, land, lt
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.iter_domain import IterDomain, Merge, Resize, Split
-from fuser_core.ir.tensor_view import TensorView
+from fuser_core.ir.tensor_view import TensorView, transforms_between
 
 
 class Predicates(Loops):
@@ -51,8 +61,10 @@ class Predicates(Loops):
         """The instance a materialized tensor is computed at: the consumer's bounds checks on
         loops this tensor does not iterate (a later reduction's, say) say nothing of it."""
         own = {loop_var(d).name for d in tv.loop if not d.is_reduction}  # a reduction's value spans its own
+        lanes = first_lanes(tv)  # as its own checks are made: once per vector
         terms: list[k.Node] = []
         for term in conjuncts(inst.valid):
+            term = _substitute(term, lanes)
             if _loop_vars(term) <= own and term not in terms:
                 terms.append(term)
         valid: k.Node = TRUE
@@ -126,3 +138,22 @@ def _divides(lowering: Arguments, inp: IterDomain, expr: Split) -> bool:
     if extent is None or factor is None:
         return False
     return int(extent) % int(factor) == 0
+
+
+def first_lanes(tv: TensorView, from_root: bool = False) -> dict[str, k.Node]:
+    """The loop indices a bounds check of `tv` may take at 0: the inner index of a
+    divisible split (a vector's lanes). With the factor dividing the extent,
+    `outer * f + lane < extent` holds for every lane when it holds for lane 0, so the
+    check is one per vector, which the compiler hoists out of the lane loop. Not through
+    a pad, slice or cat, whose offsets need not be multiples of the factor."""
+    transforms = transforms_between(tv.logical, tv.loop)
+    if from_root and tv.domain.has_root:  # an rfactor's checks of its root axes
+        transforms = [*transforms_between(tv.root, tv.logical), *transforms]
+    if any(isinstance(t, Resize) for t in transforms):
+        return {}
+    loop = {id(d) for d in tv.loop}
+    return {
+        loop_var(t.outputs[1]).name: k.Const(INDEX, 0)  # type: ignore[arg-type]
+        for t in transforms
+        if isinstance(t, Split) and t.divisible and id(t.outputs[1]) in loop
+    }
