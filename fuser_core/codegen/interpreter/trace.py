@@ -81,7 +81,7 @@ class KernelTrace:
     kernel: str
     grid: Dim3
     block: Dim3
-    blocks_run: int  # blocks interpreted to find and follow the writer (of math.prod(grid))
+    blocks_run: int  # distinct blocks interpreted to find and follow the writer (of math.prod(grid))
     block_idx: Dim3
     thread_idx: Dim3
     statement: str  # the kernel IR statement that wrote it
@@ -130,8 +130,7 @@ def trace_kernel_element(
         run += len(blocks)
         hit = _run(kernel, tensors, scalars, grid, block, blocks, buffer, offset, None)
         if hit is not None:
-            writer = next(u for u in chosen if hit.block_id in u)
-            run += len(writer)
+            writer = next(u for u in chosen if hit.block_id in u)  # run again, not counted again
             followed = _run(kernel, tensors, scalars, grid, block, writer, buffer, offset, hit)
             if followed is None:
                 raise InternalError(f"kernel {kernel.name}: {buffer}[{offset}] is written in a batch but not alone")

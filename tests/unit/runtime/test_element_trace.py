@@ -47,7 +47,7 @@ def test_traced_value_is_the_references_for_random_elements(name: str) -> None:
             k = traced.kernel
             assert all(0 <= t < b for t, b in zip(k.thread_idx, k.block, strict=True))
             assert all(0 <= t < g for t, g in zip(k.block_idx, k.grid, strict=True))
-            assert k.blocks_run <= 2 * np.prod(k.grid)
+            assert 1 <= k.blocks_run <= np.prod(k.grid)  # distinct blocks, at most the grid
 
 
 def runtime_shape(runtime: Any, tensor: str) -> list[Any]:
@@ -65,7 +65,7 @@ def test_a_pointwise_element_reads_exactly_its_operands() -> None:
     assert abs(traced.value - gelu) < 2e-2
     k = traced.kernel
     assert k is not None and k.reductions == ()
-    assert k.blocks_run == 2  # found in the first block tried, then followed
+    assert k.blocks_run == 1  # found in the first block tried (then followed: the same block)
     assert k.statement.startswith("vector x8 T16[")
     assert any(kind == "threadIdx.x" for _, kind, _ in k.loops)
     assert len(k.predicates) == 1 and "<" in k.predicates[0]
@@ -130,4 +130,4 @@ def test_a_grid_reduction_runs_one_column_of_blocks() -> None:
     assert {r.index for r in traced.reads} == {(i, 5) for i in range(2048)}
     k = traced.kernel
     assert k is not None and k.grid[0] > 1 and k.grid[1] > 1
-    assert k.blocks_run == 2 * k.grid[1]  # the first column tried holds it: found, then followed
+    assert k.blocks_run == k.grid[1]  # the first column tried holds it (found, then followed)
