@@ -22,7 +22,7 @@ import ctypes
 import dataclasses
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +38,7 @@ from fuser_core.ir.rng import bind_run_seed
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.options import EnableOption, current_options
 from fuser_core.runtime.arguments import TensorArg, bind_args
-from fuser_core.runtime.artifacts import KernelArtifact, LaunchParams, LaunchRecord
+from fuser_core.runtime.artifacts import LaunchParams, LaunchRecord
 from fuser_core.runtime.device_library import device_path, run_on_device
 from fuser_core.runtime.fast_path import (
     DYNAMIC_SHARED_BYTES,
@@ -48,7 +48,9 @@ from fuser_core.runtime.fast_path import (
     output_strides,
     torch_dtype_supported,
 )
+from fuser_core.runtime.group_lowering import lowered_groups
 from fuser_core.runtime.launch_errors import FaultKernel, LaunchLog, is_cuda_error, op_locations
+from fuser_core.runtime.launch_sizes import evaluate, extent_node, launch_params, workspace_elements
 from fuser_core.runtime.reference import (
     bind_leaves,
     compact_index,
@@ -58,18 +60,8 @@ from fuser_core.runtime.reference import (
     leaf_values,
 )
 from fuser_core.runtime.signature import InputSignature
-from fuser_core.scheduler.base import SchedulerType
 from fuser_core.scheduler.device import DeviceProperties
 from fuser_core.segmenter.segmented_fusion import SegmentedFusion, SegmentedGroup
-
-GENERATED = {
-    SchedulerType.pointwise,
-    SchedulerType.transpose,
-    SchedulerType.reduction,
-    SchedulerType.inner_persistent,
-    SchedulerType.outer_persistent,
-    SchedulerType.user,
-}
 
 
 def cuda_available() -> str | None:
@@ -87,100 +79,6 @@ def cuda_available() -> str | None:
     except Exception as err:
         return f"no usable CUDA device: {err}"
     return None
-
-
-def kernel_name(scheduler: SchedulerType, runtime_name: str, group_id: int) -> str:
-    return f"nvfuser_{scheduler.value}_{runtime_name}_g{group_id}"
-
-
-def index_dtype(index_type: str) -> DataType:
-    return DataType.Int32 if index_type == "int32" else DataType.Int
-
-
-def generates_kernel(group: SegmentedGroup) -> bool:
-    return group.scheduler in GENERATED
-
-
-def lower_groups(segmented: SegmentedFusion, runtime_name: str, index_type: str) -> dict[int, k.Kernel]:
-    """The kernel IR of every group codegen handles, by group id."""
-    return lowered_groups(segmented, runtime_name, index_type)[0]
-
-
-def lowered_groups(
-    segmented: SegmentedFusion, runtime_name: str, index_type: str
-) -> tuple[dict[int, k.Kernel], dict[int, str]]:
-    """The kernel IR of every group codegen handles, and for the others why not (an op
-    with no CUDA lowering yet is run on the host, never a failed run)."""
-    kernels, refused = {}, {}
-    for group in segmented.groups:
-        if not generates_kernel(group) or group.fusion is None:
-            refused[group.id] = f"no generated kernel for {group.scheduler.value} groups"
-            continue
-        name = kernel_name(group.scheduler, runtime_name, group.id)
-        try:
-            kernel = lower_group(group.fusion, name, index_dtype(index_type))
-            translation_unit(kernel)  # a type or op with no CUDA form is refused here, not by NVRTC
-        except FuserError as err:
-            refused[group.id] = str(err)
-            continue
-        kernels[group.id] = kernel
-    return kernels, refused
-
-
-# -- evaluating index expressions on the host (launch dimensions, output shapes) --------------
-
-
-def evaluate(
-    node: k.Node, sizes: Mapping[str, Sequence[int]], strides: Mapping[str, Sequence[int]], scalars: Mapping[str, Any]
-) -> int:
-    if isinstance(node, k.Const):
-        return int(node.value)
-    if isinstance(node, k.TensorField):
-        table = sizes if node.field == "logical_size" else strides
-        return int(table[node.tensor][node.axis])
-    if isinstance(node, k.ScalarParam):
-        return int(scalars[node.name])
-    if isinstance(node, k.Bin):
-        a, b = evaluate(node.a, sizes, strides, scalars), evaluate(node.b, sizes, strides, scalars)
-        if node.op == "+":
-            return a + b
-        if node.op == "-":
-            return a - b
-        if node.op == "*":
-            return a * b
-        if node.op == "/":
-            return int(a / b) if b else 0
-        if node.op == "%":
-            return int(np.fmod(a, b)) if b else 0
-    if isinstance(node, k.Call) and node.fn == "ceilDiv":
-        a, b = (evaluate(x, sizes, strides, scalars) for x in node.args)
-        return -(-a // b)
-    if isinstance(node, k.Cast):
-        return evaluate(node.a, sizes, strides, scalars)
-    raise FuserError(f"cannot evaluate {k.expr_text(node)} on the host", op="launch")
-
-
-def launch_params(
-    kernel: k.Kernel,
-    sizes: Mapping[str, Sequence[int]],
-    strides: Mapping[str, Sequence[int]],
-    scalars: Mapping[str, Any],
-) -> LaunchParams:
-    dims = {"blockIdx.x": 1, "blockIdx.y": 1, "blockIdx.z": 1, "threadIdx.x": 1, "threadIdx.y": 1, "threadIdx.z": 1}
-    for dim in kernel.launch:
-        dims[dim.hardware] = max(dims[dim.hardware], evaluate(dim.extent, sizes, strides, scalars))
-    grid = (dims["blockIdx.x"], dims["blockIdx.y"], dims["blockIdx.z"])
-    block = (dims["threadIdx.x"], dims["threadIdx.y"], dims["threadIdx.z"])
-    # The kernel's static `__shared__` arrays, for the dumps ("Smem Size"): launches pass
-    # no dynamic shared memory (DYNAMIC_SHARED_BYTES), as no kernel declares `extern __shared__`.
-    return LaunchParams(grid, block, kernel.shared_bytes)
-
-
-def workspace_elements(workspace: k.Workspace, params: LaunchParams) -> int:
-    """Elements of `workspace` one launch with `params` needs: `per_thread` for every
-    launched thread and `per_block` for every block."""
-    blocks = math.prod(params.grid)
-    return blocks * (math.prod(params.block) * workspace.per_thread + workspace.per_block)
 
 
 # -- argument packing ---------------------------------------------------------------------------
@@ -318,7 +216,7 @@ class GeneratedGroup:
         for tv in self.outputs:
             name = f"T{tv.name}"
             shape = [
-                evaluate(_extent_node(self.kernel, tv, axis), sizes, strides, scalar_values) for axis in range(tv.ndim)
+                evaluate(extent_node(self.kernel, tv, axis), sizes, strides, scalar_values) for axis in range(tv.ndim)
             ]
             array = _empty(cupy, shape, tv.dtype, self.alloc_orders[name], self.expanded[name])
             tensors[tv.name] = array
@@ -400,13 +298,6 @@ def allocate_workspace(cupy: Any, workspace: k.Workspace, elements: int) -> Any:
     for a zeroed workspace (semaphores), on the current stream."""
     make = cupy.zeros if workspace.zeroed else cupy.empty
     return make(max(elements, 1), dtype=_cupy_dtype(workspace.dtype))
-
-
-def _extent_node(kernel: k.Kernel, tv: TensorView, axis: int) -> k.Node:
-    for t in kernel.tensors:
-        if t.name == f"T{tv.name}" and t.shape:
-            return t.shape[axis]
-    raise FuserError(f"kernel {kernel.name} does not know the shape of output T{tv.name}", op="launch")
 
 
 def _alloc_order(tv: TensorView) -> list[int]:
@@ -679,7 +570,7 @@ class CudaExecutable:
                 name = f"T{tv.name}"
                 if torch_out and not torch_dtype_supported(tv.dtype):
                     return None
-                shape = tuple(evaluate(_extent_node(step.kernel, tv, a), sizes, alloc, values) for a in range(tv.ndim))
+                shape = tuple(evaluate(extent_node(step.kernel, tv, a), sizes, alloc, values) for a in range(tv.ndim))
                 order = step.alloc_orders[name]
                 shapes[tv.name], strides[tv.name] = shape, output_strides(shape, order, step.expanded[name])
                 sizes[name], alloc[name] = shape, [strides[tv.name][a] for a in order]
@@ -859,40 +750,3 @@ class CudaBackend:
         self, segmented: SegmentedFusion, signature: InputSignature, runtime_name: str = "f0_c0_r0"
     ) -> CudaExecutable:
         return CudaExecutable(segmented, signature, runtime_name, self.device)
-
-
-def kernel_artifacts(
-    segmented: SegmentedFusion, runtime_name: str, index_type: str, sizes: dict[int, tuple[int, ...]]
-) -> tuple[KernelArtifact, ...]:
-    """The kernel IR, CUDA and launch of every generated kernel, at `sizes` (by tensor name)."""
-    from fuser_core.codegen.cuda import print_kernel
-
-    artifacts = []
-    for group_id, kernel in lower_groups(segmented, runtime_name, index_type).items():
-        group = segmented.groups[group_id]
-        shapes = {t.name: sizes.get(int(t.name[1:]), ()) for t in kernel.tensors}
-        strides = {name: _contiguous(shape) for name, shape in shapes.items()}
-        try:
-            params = launch_params(kernel, shapes, strides, {})
-        except (KeyError, IndexError, FuserError):  # a size only a run knows (a scalar input)
-            params = LaunchParams((0, 0, 0), (0, 0, 0), kernel.shared_bytes)
-        artifacts.append(
-            KernelArtifact(
-                group_id,
-                kernel.name,
-                group.scheduler.value,
-                k.print_kernel_ir(kernel),
-                print_kernel(kernel),
-                params,
-                kernel.index_type.cuda,
-            )
-        )
-    return tuple(artifacts)
-
-
-def _contiguous(shape: Sequence[int]) -> list[int]:
-    strides, running = [], 1
-    for size in reversed(shape):
-        strides.append(running)
-        running *= max(size, 1)
-    return strides[::-1]

@@ -28,7 +28,7 @@ from fuser_core.errors import FuserError, InternalError
 from fuser_core.ir.rng import bind_run_seed
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.runtime.arguments import bind_args, convert_inputs
-from fuser_core.runtime.cuda_backend import generates_kernel, index_dtype, kernel_name
+from fuser_core.runtime.group_lowering import generates_kernel, index_dtype, kernel_name
 from fuser_core.runtime.reference import bind_leaves, evaluate_fusion, leaf_values
 from fuser_core.segmenter.segmented_fusion import SegmentedGroup
 

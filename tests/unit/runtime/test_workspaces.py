@@ -16,14 +16,9 @@ import pytest
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.ir.dtype import DataType
 from fuser_core.runtime.artifacts import LaunchParams
-from fuser_core.runtime.cuda_backend import (
-    CudaExecutable,
-    GeneratedGroup,
-    PackedArgs,
-    allocate_workspace,
-    workspace_elements,
-)
+from fuser_core.runtime.cuda_backend import CudaExecutable, GeneratedGroup, PackedArgs, allocate_workspace
 from fuser_core.runtime.fast_path import DYNAMIC_SHARED_BYTES, FastPlan
+from fuser_core.runtime.launch_sizes import workspace_elements
 
 WORK = k.Workspace("work_0", DataType.Float, per_thread=2)
 SEMAPHORES = k.Workspace("sem_r0", DataType.Int32, per_block=1, zeroed=True)

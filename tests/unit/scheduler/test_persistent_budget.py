@@ -13,7 +13,7 @@ import pytest
 from fuser_core import DataType, FusionDefinition, use_options
 from fuser_core.codegen import lower_group, print_kernel, translation_unit
 from fuser_core.runtime import nvrtc
-from fuser_core.runtime.cuda_backend import generates_kernel, index_dtype
+from fuser_core.runtime.group_lowering import generates_kernel, index_dtype
 from fuser_core.scheduler.device import H100_SXM
 from fuser_core.scheduler.persistent_budget import choose_split, registers_per_thread, threads_per_sm
 
