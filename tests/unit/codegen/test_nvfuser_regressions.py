@@ -142,7 +142,7 @@ def test_the_reference_wraps_an_int64_scalar_operand_to_an_int32_result():
 
 
 def test_header_integer_overloads_compile_for_every_integer_width():
-    from fuser_core.codegen.cuda import RUNTIME_HEADER
+    from fuser_core.codegen.runtime_header import RUNTIME_HEADER
     from fuser_core.runtime.kernel_cache import compile_kernel
     from fuser_core.runtime.nvrtc import NvrtcNotFoundError, load_nvrtc
 
