@@ -155,7 +155,7 @@ def test_generated_on_the_interpreter(name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_compiles_with_nvrtc(name):
     from fuser_core.runtime.kernel_cache import compile_kernel
-    from fuser_core.runtime.nvrtc import NvrtcNotFoundError, load_nvrtc
+    from fuser_core.runtime.nvrtc_library import NvrtcNotFoundError, load_nvrtc
 
     try:
         load_nvrtc()

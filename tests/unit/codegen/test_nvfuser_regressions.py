@@ -34,7 +34,7 @@ def _runtime(build, inputs):
 def _compile_all(runtime) -> list[str]:
     """Every generated kernel of `runtime`, vectorized and scalar, compiled for sm_90."""
     from fuser_core.runtime.kernel_cache import compile_kernel
-    from fuser_core.runtime.nvrtc import NvrtcNotFoundError, load_nvrtc
+    from fuser_core.runtime.nvrtc_library import NvrtcNotFoundError, load_nvrtc
 
     try:
         load_nvrtc()
@@ -144,7 +144,7 @@ def test_the_reference_wraps_an_int64_scalar_operand_to_an_int32_result():
 def test_header_integer_overloads_compile_for_every_integer_width():
     from fuser_core.codegen.runtime_header import RUNTIME_HEADER
     from fuser_core.runtime.kernel_cache import compile_kernel
-    from fuser_core.runtime.nvrtc import NvrtcNotFoundError, load_nvrtc
+    from fuser_core.runtime.nvrtc_library import NvrtcNotFoundError, load_nvrtc
 
     try:
         load_nvrtc()
