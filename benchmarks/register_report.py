@@ -22,7 +22,7 @@ from kernels_check import SAMPLES, runtime_and_inputs  # noqa: E402
 from fuser_core.codegen import kernel_ir as k  # noqa: E402
 from fuser_core.codegen import lower_group, translation_unit  # noqa: E402
 from fuser_core.runtime import nvrtc  # noqa: E402
-from fuser_core.runtime.cuda_backend import generates_kernel, index_dtype  # noqa: E402
+from fuser_core.runtime.group_lowering import generates_kernel, index_dtype  # noqa: E402
 
 
 def register_words(kernel: k.Kernel) -> int:

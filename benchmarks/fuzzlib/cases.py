@@ -31,9 +31,10 @@ import numpy as np
 from fuser_core import FuserError, use_options
 from fuser_core.codegen import translation_unit
 from fuser_core.frontend.fusion_cache import FusionCache
-from fuser_core.runtime.cuda_backend import generates_kernel, lowered_groups
+from fuser_core.runtime.group_lowering import generates_kernel, lowered_groups
 from fuser_core.runtime.kernel_cache import KernelCache, compile_kernel
-from fuser_core.runtime.nvrtc import KernelCompileError, load_nvrtc
+from fuser_core.runtime.nvrtc import KernelCompileError
+from fuser_core.runtime.nvrtc_library import load_nvrtc
 
 from .build import build, make_inputs
 from .program import REDUCTIONS, Program, computed_precision

@@ -66,7 +66,7 @@ def print_kernel_texts(runtime: FusionKernelRuntime, what: str) -> str:
 
 def full_source(runtime: FusionKernelRuntime, group_id: int) -> str:
     from fuser_core.codegen.cuda import translation_unit
-    from fuser_core.runtime.cuda_backend import lower_groups
+    from fuser_core.runtime.group_lowering import lower_groups
 
     return translation_unit(lower_groups(runtime.segmented, runtime.name, runtime.signature.index_type)[group_id])
 

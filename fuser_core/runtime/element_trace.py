@@ -28,7 +28,8 @@ from fuser_core.errors import FuserError, InternalError
 from fuser_core.ir.rng import bind_run_seed
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.runtime.arguments import bind_args, convert_inputs
-from fuser_core.runtime.cuda_backend import generates_kernel, index_dtype, kernel_name
+from fuser_core.runtime.generated_group import alloc_order
+from fuser_core.runtime.group_lowering import generates_kernel, index_dtype, kernel_name
 from fuser_core.runtime.reference import bind_leaves, evaluate_fusion, leaf_values
 from fuser_core.segmenter.segmented_fusion import SegmentedGroup
 
@@ -165,12 +166,12 @@ def _trace_kernel(
     orders: dict[str, list[int]] = {}
     for tv in scheduled.inputs:
         if isinstance(tv, TensorView):
-            orders[f"T{tv.name}"] = _alloc_order(tv)
+            orders[f"T{tv.name}"] = alloc_order(tv)
             bindings[f"T{tv.name}"] = _bind_input(np.asarray(values[tv.name]), orders[f"T{tv.name}"])
     offset = 0
     for tv, value in zip(scheduled.outputs, expected, strict=True):
         assert isinstance(tv, TensorView)
-        order = _alloc_order(tv)
+        order = alloc_order(tv)
         laid = [value.shape[a] for a in order]
         storage = np.zeros(value.size, value.dtype)
         strides: list[int] = np.cumprod([1, *laid[::-1]])[:-1][::-1].tolist() if laid else []
@@ -190,12 +191,6 @@ def _trace_kernel(
         if name in orders
     )
     return ElementTrace(**base, host=None, kernel=traced, reads=reads)
-
-
-def _alloc_order(tv: TensorView) -> list[int]:
-    logical = tv.logical_no_reductions()
-    alloc = [d for d in tv.domain.maybe_allocation if not d.is_reduction]
-    return [next(i for i, d in enumerate(logical) if d is a) for a in alloc]
 
 
 def _bind_input(array: np.ndarray, order: list[int]) -> TensorBinding:

@@ -5,7 +5,7 @@
     >>> module.cache  # "compiled", then "memory" in this process, "disk" in the next one
 
 The key is the sha256 of the source, the architecture, the NVRTC version, the options, the
-kernel names and what `#include <cuda_fp16.h>` resolves to (`nvrtc.header_source`). An
+kernel names and what `#include <cuda_fp16.h>` resolves to (`nvrtc_library.header_source`). An
 entry is one file, `<dir>/<key[:2]>/<key>.kernel`, written to a temporary file in the same
 directory and renamed into place, so a reader never sees half an entry. An entry that is
 unreadable, truncated, fails its checksum or belongs to another key is compiled again and
@@ -32,7 +32,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from fuser_core.runtime import nvrtc
+from fuser_core.runtime import nvrtc, nvrtc_library
 from fuser_core.runtime.nvrtc import DEFAULT_FILENAME, DEFAULT_OPTIONS, CompiledModule
 
 CACHE_ENV = "FUSER_KERNEL_CACHE"
@@ -180,8 +180,8 @@ class KernelCache:
             self.memory_hits += 1
             return found
 
-        lib = nvrtc.load_nvrtc()
-        key = cache_key(source, arch, lib.version, options, names, nvrtc.header_source(lib), filename)
+        lib = nvrtc_library.load_nvrtc()
+        key = cache_key(source, arch, lib.version, options, names, nvrtc_library.header_source(lib), filename)
         path = self.entry_path(key)
         note = ""
         if path is not None:

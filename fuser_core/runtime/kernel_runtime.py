@@ -161,7 +161,7 @@ class FusionKernelRuntime:
         first use on the reference backend (which runs no kernel), so they can be read
         and compiled on a machine with no GPU."""
         if self._kernels is None:
-            from fuser_core.runtime.cuda_backend import kernel_artifacts
+            from fuser_core.runtime.group_lowering import kernel_artifacts
 
             self._kernels = kernel_artifacts(self.segmented, self.name, self.signature.index_type, self.compiled.sizes)
         return self._kernels
@@ -169,7 +169,7 @@ class FusionKernelRuntime:
     @property
     def kernel_refusals(self) -> dict[int, str]:
         """Why each group without a generated kernel has none, by group id."""
-        from fuser_core.runtime.cuda_backend import lowered_groups
+        from fuser_core.runtime.group_lowering import lowered_groups
 
         if self._refusals is None:
             self._refusals = lowered_groups(self.segmented, self.name, self.signature.index_type)[1]

@@ -26,13 +26,13 @@ SCRIPT = textwrap.dedent(
     import json, sys
     import cupy
     from fuser_core import FuserError, FusionDefinition, use_options
-    from fuser_core.runtime import cuda_backend
+    from fuser_core.runtime import packed_args
 
-    set_tensor = cuda_backend.PackedArgs.set_tensor
+    set_tensor = packed_args.PackedArgs.set_tensor
     def misaligned(self, position, pointer, sizes, strides):
         shift = 2 if pointer and self.kernel.name.endswith("_g0") and self.kernel.tensors[position].name == "T0" else 0
         set_tensor(self, position, pointer + shift, sizes, strides)
-    cuda_backend.PackedArgs.set_tensor = misaligned
+    packed_args.PackedArgs.set_tensor = misaligned
 
     with FusionDefinition() as fd:
         t0 = fd.define_tensor(shape=[-1, -1], contiguity=True)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fuser_core import DataType, FuserError, FusionDefinition, use_options
-from fuser_core.runtime import cuda_backend
+from fuser_core.runtime import group_lowering
 
 pytestmark = pytest.mark.gpu
 
@@ -22,7 +22,7 @@ def _everything_on_the_host(monkeypatch):
     def refuse(*args, **kwargs):
         raise FuserError("refused by the test: every group runs on the host", op="test")
 
-    monkeypatch.setattr(cuda_backend, "lower_group", refuse)
+    monkeypatch.setattr(group_lowering, "lower_group", refuse)
 
 
 def test_a_host_group_keeps_a_0_dim_bf16_output_0_dim(monkeypatch):

@@ -12,8 +12,10 @@ import pytest
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.ir.dtype import DataType
 from fuser_core.runtime import nvrtc
-from fuser_core.runtime.cuda_backend import GeneratedGroup, PackedArgs, launch, launch_params
+from fuser_core.runtime.generated_group import GeneratedGroup
 from fuser_core.runtime.kernel_cache import KernelCache, compile_kernel
+from fuser_core.runtime.launch_sizes import launch_params
+from fuser_core.runtime.packed_args import PackedArgs, launch
 
 pytestmark = pytest.mark.gpu
 

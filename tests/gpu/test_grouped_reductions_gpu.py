@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from fuser_core import FusionDefinition, use_options
-from fuser_core.runtime.cuda_backend import lowered_groups
+from fuser_core.runtime.group_lowering import lowered_groups
 
 pytestmark = pytest.mark.gpu
 

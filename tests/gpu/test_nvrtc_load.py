@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fuser_core.errors import FuserError
-from fuser_core.runtime import nvrtc
+from fuser_core.runtime import nvrtc, nvrtc_library
 from fuser_core.runtime.kernel_cache import KernelCache, compile_kernel
 
 pytestmark = pytest.mark.gpu
@@ -80,7 +80,7 @@ def test_a_disk_cache_hit_loads_without_nvrtc(tmp_path, monkeypatch):
     def no_nvrtc(*args, **kwargs):
         raise AssertionError("NVRTC was called on a cache hit")
 
-    monkeypatch.setattr(nvrtc.NvrtcLibrary, "compile", no_nvrtc)
+    monkeypatch.setattr(nvrtc_library.NvrtcLibrary, "compile", no_nvrtc)
     module = compile_kernel(AFFINE, "affine", arch=arch, cache=KernelCache(tmp_path))
     assert module.cache == "disk"
     launch_affine(nvrtc.load_module(module)["affine"], 4097)

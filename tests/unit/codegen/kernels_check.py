@@ -15,7 +15,7 @@ from fuser_core.codegen.lower import lower_group
 from fuser_core.ir.rng import bind_run_seed
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.runtime.arguments import bind_args, convert_inputs
-from fuser_core.runtime.cuda_backend import generates_kernel, index_dtype, lowered_groups
+from fuser_core.runtime.group_lowering import generates_kernel, index_dtype, lowered_groups
 from fuser_core.runtime.reference import bind_leaves, evaluate_fusion, leaf_values
 
 SAMPLES_DIR = Path(__file__).resolve().parents[3] / "sample_fusions"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fuser_core import DataType, FusionDefinition, use_options
-from fuser_core.runtime.cuda_backend import lowered_groups
+from fuser_core.runtime.group_lowering import lowered_groups
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kernels_check import check_generated_kernels

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from fuser_core import DataType
-from fuser_core.runtime.cuda_backend import lowered_groups
+from fuser_core.runtime.group_lowering import lowered_groups
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kernels_check import check_generated_kernels

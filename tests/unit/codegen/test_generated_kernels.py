@@ -13,7 +13,7 @@ import pytest
 
 from fuser_core import DataType, FuserError, FusionDefinition, use_options
 from fuser_core.codegen import lower_group, print_kernel_ir, translation_unit
-from fuser_core.runtime.cuda_backend import generates_kernel, index_dtype
+from fuser_core.runtime.group_lowering import generates_kernel, index_dtype
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kernels_check import SAMPLES, check_generated_kernels, runtime_and_inputs, shrunk_sample
@@ -200,7 +200,7 @@ def test_newer_elementwise_ops_have_cuda_rules():
 
 
 def test_a_group_codegen_cannot_lower_yet_runs_on_the_host_with_its_reason():
-    from fuser_core.runtime.cuda_backend import lowered_groups
+    from fuser_core.runtime.group_lowering import lowered_groups
 
     def build(fd):
         t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
@@ -250,7 +250,7 @@ def test_a_self_mapped_group_is_cut_and_every_kernel_generated():
     refused the group): broadcasting sum(t0, [1]) back against t0's axis 1 ties t0's axes 0
     and 1, a self mapping. The segmenter now cuts there, as nvFuser does, and each group,
     judged on its own ID map, gets a kernel that reads all of its data."""
-    from fuser_core.runtime.cuda_backend import lowered_groups
+    from fuser_core.runtime.group_lowering import lowered_groups
 
     def build(fd):
         t0 = fd.define_tensor(shape=[-1, -1, -1], contiguity=True, dtype=DataType.Float)
@@ -286,7 +286,7 @@ def test_a_kernel_with_two_grid_reductions_arrives_once():
     """Each grid reduction alone finds its last block with its own semaphore; two in one
     kernel arrive once (the first only stores its partials), so one block holds both
     results. The group is generated, not sent to the host."""
-    from fuser_core.runtime.cuda_backend import lowered_groups
+    from fuser_core.runtime.group_lowering import lowered_groups
 
     def build(fd):
         t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)

@@ -17,7 +17,7 @@ import pytest
 from fuser_core import DataType, FusionDefinition, use_options
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen import lower_group, translation_unit
-from fuser_core.runtime.cuda_backend import index_dtype, lowered_groups
+from fuser_core.runtime.group_lowering import index_dtype, lowered_groups
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kernels_check import check_generated_kernels
@@ -155,7 +155,7 @@ def test_generated_on_the_interpreter(name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_compiles_with_nvrtc(name):
     from fuser_core.runtime.kernel_cache import compile_kernel
-    from fuser_core.runtime.nvrtc import NvrtcNotFoundError, load_nvrtc
+    from fuser_core.runtime.nvrtc_library import NvrtcNotFoundError, load_nvrtc
 
     try:
         load_nvrtc()

@@ -13,7 +13,7 @@ import pytest
 from fuser_core import DataType, FusionDefinition, use_options
 from fuser_core.codegen import lower_group, translation_unit
 from fuser_core.codegen.interpreter import KernelFault, TensorBinding, interpret
-from fuser_core.runtime.cuda_backend import index_dtype, lowered_groups
+from fuser_core.runtime.group_lowering import index_dtype, lowered_groups
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kernels_check import check_generated_kernels
@@ -34,7 +34,7 @@ def _runtime(build, inputs):
 def _compile_all(runtime) -> list[str]:
     """Every generated kernel of `runtime`, vectorized and scalar, compiled for sm_90."""
     from fuser_core.runtime.kernel_cache import compile_kernel
-    from fuser_core.runtime.nvrtc import NvrtcNotFoundError, load_nvrtc
+    from fuser_core.runtime.nvrtc_library import NvrtcNotFoundError, load_nvrtc
 
     try:
         load_nvrtc()
@@ -142,9 +142,9 @@ def test_the_reference_wraps_an_int64_scalar_operand_to_an_int32_result():
 
 
 def test_header_integer_overloads_compile_for_every_integer_width():
-    from fuser_core.codegen.cuda import RUNTIME_HEADER
+    from fuser_core.codegen.runtime_header import RUNTIME_HEADER
     from fuser_core.runtime.kernel_cache import compile_kernel
-    from fuser_core.runtime.nvrtc import NvrtcNotFoundError, load_nvrtc
+    from fuser_core.runtime.nvrtc_library import NvrtcNotFoundError, load_nvrtc
 
     try:
         load_nvrtc()

@@ -19,7 +19,7 @@ import pytest
 
 from fuser_core import DataType, FusionDefinition, use_options
 from fuser_core.codegen import lower_group, translation_unit
-from fuser_core.runtime.cuda_backend import generates_kernel, index_dtype
+from fuser_core.runtime.group_lowering import generates_kernel, index_dtype
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kernels_check import check_generated_kernels

@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 
 from fuser_core.runtime import cuda_backend, launch_errors
-from fuser_core.runtime.cuda_backend import CudaExecutable, GeneratedGroup, PackedArgs, _Compiled
+from fuser_core.runtime.cuda_backend import CudaExecutable
+from fuser_core.runtime.generated_group import GeneratedGroup, _Compiled
+from fuser_core.runtime.packed_args import PackedArgs
 from fuser_core.scheduler.device import select_device
 
 MISALIGNED = "CUDA_ERROR_MISALIGNED_ADDRESS: misaligned address"

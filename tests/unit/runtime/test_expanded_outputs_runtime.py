@@ -12,9 +12,9 @@ from fake_cuda import FakeCudaBackend, FakeDevice, install, on_device
 
 from fuser_core import DataType, FusionDefinition, FusionExecutorCache
 from fuser_core.codegen.interpreter import TensorBinding, interpret
-from fuser_core.runtime import cuda_backend
-from fuser_core.runtime.cuda_backend import PackedArgs
+from fuser_core.runtime import cuda_backend, device_arrays
 from fuser_core.runtime.fast_path import output_strides
+from fuser_core.runtime.packed_args import PackedArgs
 
 RNG = np.random.default_rng(18)
 
@@ -144,7 +144,7 @@ def test_stride_zero_device_arrays_come_back_to_the_host_with_stride_zero(device
     compact = on_device(device, np.arange(3, dtype=np.float32).reshape(3, 1))
     expanded = np.broadcast_to(compact, (3, 4)).view(type(compact))
     expanded.fake_device = device
-    host = cuda_backend._to_host_array(expanded, DataType.Float)
+    host = device_arrays.to_host_array(expanded, DataType.Float)
     assert element_strides(host) == (1, 0)
     np.testing.assert_array_equal(host, np.broadcast_to(np.arange(3.0).reshape(3, 1), (3, 4)))
 

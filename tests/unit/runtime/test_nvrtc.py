@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from fuser_core.errors import FuserError
-from fuser_core.runtime import kernel_cache, nvrtc
+from fuser_core.runtime import kernel_cache, nvrtc, nvrtc_library
 from fuser_core.runtime.kernel_cache import KernelCache, cache_key, compile_kernel, decode_entry
-from fuser_core.runtime.nvrtc import CompiledModule, KernelCompileError, NvrtcNotFoundError
+from fuser_core.runtime.nvrtc import CompiledModule, KernelCompileError
+from fuser_core.runtime.nvrtc_library import NvrtcNotFoundError
 from fuser_core.scheduler.device import select_device
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -170,11 +171,11 @@ def entry_of(ptx: str, symbol: str) -> bool:
 
 
 def test_nvrtc_is_found_and_reports_its_version_and_architectures():
-    lib = nvrtc.load_nvrtc()
+    lib = nvrtc_library.load_nvrtc()
     assert Path(lib.path).name.startswith("libnvrtc")
-    major, minor = nvrtc.nvrtc_version()
+    major, minor = nvrtc_library.nvrtc_version()
     assert (major, minor) == lib.version and major >= 12
-    assert 90 in nvrtc.supported_archs()
+    assert 90 in nvrtc_library.supported_archs()
 
 
 def test_the_dev_extras_nvrtc_wheel_is_the_one_used_and_bundles_the_cuda_headers():
@@ -184,28 +185,29 @@ def test_the_dev_extras_nvrtc_wheel_is_the_one_used_and_bundles_the_cuda_headers
         metadata.version("nvidia-cuda-nvrtc")
     except metadata.PackageNotFoundError:
         pytest.fail("nvidia-cuda-nvrtc is not installed: install the dev extras (pip install -e '.[dev]')")
-    if os.environ.get(nvrtc.LIBRARY_ENV):
-        pytest.skip(f"{nvrtc.LIBRARY_ENV} chooses the library")
-    lib = nvrtc.load_nvrtc()
+    if os.environ.get(nvrtc_library.LIBRARY_ENV):
+        pytest.skip(f"{nvrtc_library.LIBRARY_ENV} chooses the library")
+    lib = nvrtc_library.load_nvrtc()
     assert f"{os.sep}nvidia{os.sep}" in lib.path, lib.path
     # The dev extra pins >=13.3, the first NVRTC that bundles cuda_fp16.h and friends.
     assert lib.version >= (13, 3) and lib.has_bundled_headers
-    assert nvrtc.header_source(lib) == f"bundled:{lib.version[0]}.{lib.version[1]}"
+    assert nvrtc_library.header_source(lib) == f"bundled:{lib.version[0]}.{lib.version[1]}"
 
 
 @pytest.fixture
 def fresh_library_search():
-    nvrtc.load_nvrtc.cache_clear()
+    nvrtc_library.load_nvrtc.cache_clear()
     yield
-    nvrtc.load_nvrtc.cache_clear()
+    nvrtc_library.load_nvrtc.cache_clear()
 
 
 def test_no_library_is_a_fuser_error_naming_every_place_searched(monkeypatch, tmp_path, fresh_library_search):
     empty = tmp_path / "empty-lib"
     empty.mkdir()
-    monkeypatch.delenv(nvrtc.LIBRARY_ENV, raising=False)
-    monkeypatch.setattr(nvrtc, "library_candidates", lambda: [("test dir", empty), ("gone", tmp_path / "nowhere")])
-    monkeypatch.setattr(nvrtc.ctypes.util, "find_library", lambda name: None)
+    monkeypatch.delenv(nvrtc_library.LIBRARY_ENV, raising=False)
+    places = [("test dir", empty), ("gone", tmp_path / "nowhere")]
+    monkeypatch.setattr(nvrtc_library, "library_candidates", lambda: places)
+    monkeypatch.setattr(nvrtc_library.ctypes.util, "find_library", lambda name: None)
     with pytest.raises(NvrtcNotFoundError) as info:
         compile_kernel(AXPY, "axpy", cache=KernelCache(disk=False))
     assert isinstance(info.value, FuserError)
@@ -218,16 +220,17 @@ def test_no_library_is_a_fuser_error_naming_every_place_searched(monkeypatch, tm
 def test_an_explicit_library_that_does_not_load_is_reported_not_bypassed(monkeypatch, tmp_path, fresh_library_search):
     bogus = tmp_path / "libnvrtc.so.13"
     bogus.write_text("not a shared object")
-    monkeypatch.setenv(nvrtc.LIBRARY_ENV, str(bogus))
+    monkeypatch.setenv(nvrtc_library.LIBRARY_ENV, str(bogus))
     with pytest.raises(NvrtcNotFoundError, match=r"cannot load it") as info:
-        nvrtc.load_nvrtc()
-    assert f"{bogus} (${nvrtc.LIBRARY_ENV})" in str(info.value)
+        nvrtc_library.load_nvrtc()
+    assert f"{bogus} (${nvrtc_library.LIBRARY_ENV})" in str(info.value)
 
 
 def test_library_files_are_ordered_newest_first_and_skip_the_builtins(tmp_path):
     for name in ("libnvrtc.so.12", "libnvrtc.so.13", "libnvrtc-builtins.so.13.5", "libnvrtc_static.a", "libnvrtc.so"):
         (tmp_path / name).write_text("")
-    assert [p.name for p in nvrtc._libraries_in(tmp_path)] == ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
+    found = nvrtc_library._libraries_in(tmp_path)
+    assert [p.name for p in found] == ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
 
 
 # --- architectures and options ----------------------------------------------------------
@@ -271,7 +274,7 @@ def test_extern_c_kernel_compiles_to_ptx_and_cubin_for_sm_90():
     assert module.cubin is not None and module.cubin.startswith(b"\x7fELF")
     assert module.image() == module.cubin
     assert module.compile_seconds > 0 and module.cache == "compiled" and not module.cache_hit
-    assert module.nvrtc_version == nvrtc.nvrtc_version()
+    assert module.nvrtc_version == nvrtc_library.nvrtc_version()
 
 
 def test_a_virtual_architecture_gives_ptx_only():
@@ -422,7 +425,7 @@ def test_a_second_compile_in_this_process_is_a_memory_hit_without_nvrtc(cache, m
     def no_nvrtc(*args, **kwargs):
         raise AssertionError("NVRTC was called on a cache hit")
 
-    monkeypatch.setattr(nvrtc.NvrtcLibrary, "compile", no_nvrtc)
+    monkeypatch.setattr(nvrtc_library.NvrtcLibrary, "compile", no_nvrtc)
     hit = cache.compile(AXPY, "axpy")
     assert hit.cache == "memory" and hit.cache_hit
     assert (hit.ptx, hit.cubin, hit.key) == (compiled.ptx, compiled.cubin, compiled.key)
@@ -447,14 +450,14 @@ def test_the_entry_is_written_atomically_and_leaves_no_temporary_file(cache):
 _CHILD = textwrap.dedent(
     """\
     import hashlib, json, sys
-    from fuser_core.runtime import kernel_cache, nvrtc
+    from fuser_core.runtime import kernel_cache, nvrtc_library
 
     calls = []
     if sys.argv[1] == "forbid":
         def no_nvrtc(*args, **kwargs):
             calls.append(args)
             raise AssertionError("NVRTC was called on a cache hit")
-        nvrtc.NvrtcLibrary.compile = no_nvrtc
+        nvrtc_library.NvrtcLibrary.compile = no_nvrtc
     source = open(sys.argv[2]).read()
     module = kernel_cache.compile_kernel(source, sys.argv[3], arch="sm_90")
     print(json.dumps({

@@ -16,14 +16,12 @@ import pytest
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.ir.dtype import DataType
 from fuser_core.runtime.artifacts import LaunchParams
-from fuser_core.runtime.cuda_backend import (
-    CudaExecutable,
-    GeneratedGroup,
-    PackedArgs,
-    allocate_workspace,
-    workspace_elements,
-)
+from fuser_core.runtime.device_arrays import allocate_workspace
 from fuser_core.runtime.fast_path import DYNAMIC_SHARED_BYTES, FastPlan
+from fuser_core.runtime.fast_plan import planned_launch
+from fuser_core.runtime.generated_group import GeneratedGroup
+from fuser_core.runtime.launch_sizes import workspace_elements
+from fuser_core.runtime.packed_args import PackedArgs
 
 WORK = k.Workspace("work_0", DataType.Float, per_thread=2)
 SEMAPHORES = k.Workspace("sem_r0", DataType.Int32, per_block=1, zeroed=True)
@@ -186,11 +184,9 @@ def fake_step(kernel: k.Kernel) -> SimpleNamespace:
 def test_fast_plan_packs_workspaces_once_and_replays_keep_them() -> None:
     cupy = FakeCupy()
     kernel = tiny_kernel([WORK, SEMAPHORES], vectorized=True)
-    executable = CudaExecutable.__new__(CudaExecutable)
-    executable.cupy = cupy
     sizes = {"T0": (8, 64), "T1": (64,)}
     alloc = {"T0": (64, 1), "T1": (1,)}
-    launch = executable._fast_launch(fake_step(kernel), sizes, alloc, {"s2": 0.5}, {0: 0, 1: 1}, [])
+    launch = planned_launch(cupy, fake_step(kernel), sizes, alloc, {"s2": 0.5}, {0: 0, 1: 1}, [])
     assert launch.params == LaunchParams((4, 2, 1), (128, 1, 1), 512)
     assert [(kind, n) for kind, n, _ in cupy.allocations] == [("empty", 2048), ("zeros", 8)]
     assert cupy.synchronized == 1  # the zero-fill is done before any replay, on any stream

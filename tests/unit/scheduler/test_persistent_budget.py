@@ -12,8 +12,8 @@ import pytest
 
 from fuser_core import DataType, FusionDefinition, use_options
 from fuser_core.codegen import lower_group, print_kernel, translation_unit
-from fuser_core.runtime import nvrtc
-from fuser_core.runtime.cuda_backend import generates_kernel, index_dtype
+from fuser_core.runtime import nvrtc, nvrtc_library
+from fuser_core.runtime.group_lowering import generates_kernel, index_dtype
 from fuser_core.scheduler.device import H100_SXM
 from fuser_core.scheduler.persistent_budget import choose_split, registers_per_thread, threads_per_sm
 
@@ -91,7 +91,7 @@ def test_persistent_sample_kernels_compile_without_spills(name):
             module = nvrtc.compile_program(
                 translation_unit(kernel), [kernel.name], arch="sm_90", options=(*nvrtc.DEFAULT_OPTIONS, "-Xptxas", "-v")
             )
-        except nvrtc.NvrtcNotFoundError:
+        except nvrtc_library.NvrtcNotFoundError:
             pytest.skip("no NVRTC")
         assert "Used " in module.log, module.log
         assert "0 bytes spill stores, 0 bytes spill loads" in module.log, module.log

@@ -1,0 +1,479 @@
+"""The CUDA C++ that every generated kernel includes ahead of its own code: our small
+runtime header, and the random-number header kernels that draw random numbers add.
+
+The runtime header holds the Tensor argument struct, 16-bit float types converted with
+PTX `cvt`, vector types for 16-byte accesses, the device functions the element-wise ops
+print as (`where`, `relu`, NaN-propagating `fuser_fmax`, ...), and the block and grid
+reductions (`blockReduce`, `blockWelford`, `gridReduce`, ...). It is C++ text, kept
+apart from the printer (`codegen.cuda`) that emits the calls into it, so a fault of a
+device function is found here and one of the printed kernel there.
+"""
+
+RUNTIME_HEADER = r"""
+// ---- Fuser Workbench runtime header ----
+#define FUSER_INF __int_as_float(0x7f800000)
+#define FUSER_NAN __int_as_float(0x7fffffff)
+// NVRTC has no math.h: double infinity and NaN by their bits.
+#define FUSER_INF_D __longlong_as_double(0x7ff0000000000000LL)
+#define FUSER_NAN_D __longlong_as_double(0x7ff8000000000000LL)
+
+template <typename T, int N, int A>
+struct Tensor {
+  T* data;
+  nvfuser_index_t logical_size[N > 0 ? N : 1];
+  nvfuser_index_t alloc_stride[A > 0 ? A : 1];
+  __device__ T& operator[](nvfuser_index_t i) { return data[i]; }
+};
+
+template <typename T, int W>
+struct alignas(sizeof(T) * W) Vec {
+  T v[W];
+};
+
+template <typename T, int W>
+__device__ __forceinline__ void vectorCopy(T* dst, const T* src) {
+  *reinterpret_cast<Vec<T, W>*>(dst) = *reinterpret_cast<const Vec<T, W>*>(src);
+}
+
+struct alignas(2) __half { unsigned short x; };
+struct alignas(2) __bfloat { unsigned short x; };
+
+__device__ __forceinline__ __half __float2half(const float f) {
+  __half h;
+  asm("{ cvt.rn.f16.f32 %0, %1; }\n" : "=h"(h.x) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ float __half2float(const __half h) {
+  float f;
+  asm("{ cvt.f32.f16 %0, %1; }\n" : "=f"(f) : "h"(h.x));
+  return f;
+}
+__device__ __forceinline__ __bfloat __float2bfloat(const float f) {
+  __bfloat b;
+  asm("{ cvt.rn.bf16.f32 %0, %1; }\n" : "=h"(b.x) : "f"(f));
+  return b;
+}
+__device__ __forceinline__ float __bfloat2float(const __bfloat b) {
+  return __uint_as_float(static_cast<unsigned int>(b.x) << 16);
+}
+
+template <typename T> __device__ __forceinline__ T where(bool c, T a, T b) { return c ? a : b; }
+// Mixed operand types (an int64_t tensor value with an int literal, ...): C's common type.
+template <typename A, typename B> __device__ __forceinline__ auto where(bool c, A a, B b) -> decltype(c ? a : b) {
+  return c ? a : b;
+}
+__device__ __forceinline__ float relu(float x) { return x > 0.f ? x : 0.f; }
+__device__ __forceinline__ double relu(double x) { return x > 0. ? x : 0.; }
+__device__ __forceinline__ int relu(int x) { return x > 0 ? x : 0; }
+__device__ __forceinline__ int64_t relu(int64_t x) { return x > 0 ? x : 0; }
+__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+__device__ __forceinline__ double sigmoid(double x) { return 1. / (1. + exp(-x)); }
+__device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
+__device__ __forceinline__ double silu(double x) { return x / (1. + exp(-x)); }
+__device__ __forceinline__ float reciprocal(float x) { return 1.f / x; }
+__device__ __forceinline__ double reciprocal(double x) { return 1. / x; }
+template <typename T> __device__ __forceinline__ T sign(T x) { return (T)((x > (T)0) - (x < (T)0)); }
+template <typename T> __device__ __forceinline__ T fuser_fmax(T a, T b) {
+  return (a != a) ? a : ((b != b) ? b : (a > b ? a : b));
+}
+template <typename T> __device__ __forceinline__ T fuser_fmin(T a, T b) {
+  return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
+}
+#if __CUDA_ARCH__ >= 800
+// One instruction where the hardware has it: max.NaN / min.NaN propagate a NaN operand.
+template <> __device__ __forceinline__ float fuser_fmax<float>(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+template <> __device__ __forceinline__ float fuser_fmin<float>(float a, float b) {
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+#endif
+__device__ __forceinline__ float remainder(float a, float b) {
+  float r = fmodf(a, b);
+  return (r != 0.f && ((r < 0.f) != (b < 0.f))) ? r + b : r;
+}
+__device__ __forceinline__ double remainder(double a, double b) {
+  double r = fmod(a, b);
+  return (r != 0. && ((r < 0.) != (b < 0.))) ? r + b : r;
+}
+// Integer fmod is C's truncating `%` (CUDA's fmod overloads are ambiguous for integers);
+// a zero divisor gives 0, as the reference's NumPy does, not undefined behaviour.
+template <typename T> __device__ __forceinline__ T fuser_ifmod(T a, T b) { return b == 0 ? T(0) : T(a % b); }
+template <typename T> __device__ __forceinline__ T fuser_iremainder(T a, T b) {
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T, typename U> __device__ __forceinline__ auto ceilDiv(T a, U b) -> decltype(a + b) {
+  return (a + b - 1) / b;
+}
+template <typename T, typename U> __device__ __forceinline__ T fuser_ipow(T a, U b) {
+  if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+  T r = 1;
+  while (b) { if (b & 1) r *= a; a *= a; b >>= 1; }
+  return r;
+}
+__device__ __forceinline__ bool fuser_ipow(bool a, bool b) { return a || !b; }
+// Integer signbit: CUDA's float and double overloads are ambiguous for an integer.
+__device__ __forceinline__ bool signbit(bool) { return false; }
+__device__ __forceinline__ bool signbit(signed char x) { return x < 0; }
+__device__ __forceinline__ bool signbit(unsigned char) { return false; }
+__device__ __forceinline__ bool signbit(short x) { return x < 0; }
+__device__ __forceinline__ bool signbit(unsigned short) { return false; }
+__device__ __forceinline__ bool signbit(int x) { return x < 0; }
+__device__ __forceinline__ bool signbit(unsigned int) { return false; }
+__device__ __forceinline__ bool signbit(long x) { return x < 0; }
+__device__ __forceinline__ bool signbit(unsigned long) { return false; }
+__device__ __forceinline__ bool signbit(long long x) { return x < 0; }
+__device__ __forceinline__ bool signbit(unsigned long long) { return false; }
+// Shifts defined for every amount, as torch and nvFuser give them (C leaves an amount
+// outside [0, bits) undefined): a left shift by too much gives 0, a right shift the sign
+// fill (0 for unsigned types and non-negative values, -1 for negative ones).
+template <typename T, typename U> __device__ __forceinline__ auto fuser_lshift(T a, U b) -> decltype(a << b) {
+  using R = decltype(a << b);
+  constexpr long long bits = sizeof(R) * 8;
+  return (b < 0 || static_cast<long long>(b) >= bits) ? R(0) : static_cast<R>(a << b);
+}
+template <typename T, typename U> __device__ __forceinline__ auto fuser_rshift(T a, U b) -> decltype(a >> b) {
+  using R = decltype(a >> b);
+  constexpr long long bits = sizeof(R) * 8;
+  return (b < 0 || static_cast<long long>(b) >= bits) ? (a < 0 ? R(-1) : R(0)) : static_cast<R>(a >> b);
+}
+__device__ __forceinline__ float lerp(float s, float e, float w) {
+  return w < 0.5f ? s + w * (e - s) : e - (e - s) * (1.f - w);
+}
+__device__ __forceinline__ double lerp(double s, double e, double w) {
+  return w < 0.5 ? s + w * (e - s) : e - (e - s) * (1. - w);
+}
+template <typename T> __device__ __forceinline__ T clamp(T x, T lo, T hi) {
+  return fuser_fmin(fuser_fmax(x, lo), hi);
+}
+template <typename T> __device__ __forceinline__ T threshold(T x, T t, T v) { return x <= t ? v : x; }
+__device__ __forceinline__ float frac(float x) { return x - truncf(x); }
+__device__ __forceinline__ double frac(double x) { return x - trunc(x); }
+template <typename T> __device__ __forceinline__ T gcd(T a, T b) {
+  a = a < 0 ? -a : a;
+  b = b < 0 ? -b : b;
+  while (b != 0) { T t = a % b; a = b; b = t; }
+  return a;
+}
+template <typename T> __device__ __forceinline__ bool isneginf(T x) { return isinf(x) && x < 0; }
+template <typename T> __device__ __forceinline__ bool isposinf(T x) { return isinf(x) && x > 0; }
+template <typename T> __device__ __forceinline__ bool isreal(T) { return true; }
+// ---- reductions ----
+template <typename T> __device__ __forceinline__ T fuser_shfl_xor(T v, int lane_mask) {
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+}
+__device__ __forceinline__ bool fuser_shfl_xor(bool v, int lane_mask) {
+  return __shfl_xor_sync(0xffffffffu, static_cast<int>(v), lane_mask) != 0;
+}
+
+// The position of this thread in its reduction group (threads along the reduced dims)
+// and the group's number among the block's groups.
+template <bool RX, bool RY, bool RZ>
+__device__ __forceinline__ void reductionGroup(unsigned& rank, unsigned& size, unsigned& group) {
+  size = (RX ? blockDim.x : 1) * (RY ? blockDim.y : 1) * (RZ ? blockDim.z : 1);
+  rank = ((RZ ? threadIdx.z : 0) * (RY ? blockDim.y : 1) + (RY ? threadIdx.y : 0)) * (RX ? blockDim.x : 1) +
+         (RX ? threadIdx.x : 0);
+  group = ((RZ ? 0 : threadIdx.z) * (RY ? 1 : blockDim.y) + (RY ? 0 : threadIdx.y)) * (RX ? 1 : blockDim.x) +
+          (RX ? 0 : threadIdx.x);
+}
+
+// Every thread of a group gets the group's result (an allreduce). `scratch` holds one
+// element per thread of the block; every thread of the block must call it.
+template <bool RX, bool RY, bool RZ, typename T, typename Op>
+__device__ __forceinline__ T blockReduce(T value, T* scratch, Op op) {
+  if (RX && !RY && !RZ && (blockDim.x & 31) == 0) {
+    // Warps lie inside one group: shuffle within warps, then combine the warps' results.
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) value = op(value, fuser_shfl_xor(value, offset));
+    if (blockDim.x == 32) return value;
+    const unsigned warps = blockDim.x >> 5;
+    const unsigned base = threadIdx.y * warps + threadIdx.z * blockDim.y * warps;
+    __syncthreads();  // the previous reduction's readers are done with scratch
+    if ((threadIdx.x & 31) == 0) scratch[base + (threadIdx.x >> 5)] = value;
+    __syncthreads();
+    T result = scratch[base];
+    for (unsigned w = 1; w < warps; ++w) result = op(result, scratch[base + w]);
+    return result;
+  }
+  unsigned rank, size, group;
+  reductionGroup<RX, RY, RZ>(rank, size, group);
+  T* mine = scratch + group * size;
+  __syncthreads();
+  mine[rank] = value;
+  __syncthreads();
+  unsigned half = 1;
+  while (half * 2 <= size) half *= 2;
+  if (rank + half < size) mine[rank] = op(mine[rank], mine[rank + half]);
+  __syncthreads();
+  for (unsigned stride = half / 2; stride > 0; stride >>= 1) {
+    if (rank < stride) mine[rank] = op(mine[rank], mine[rank + stride]);
+    __syncthreads();
+  }
+  return mine[0];
+}
+
+// Chan's combination of two partial (avg, M2, N) triples into the first.
+template <typename T, typename N>
+__device__ __forceinline__ void welfordCombine(T& avg, T& m2, N& n, T avg_b, T m2_b, N n_b) {
+  if (n_b == 0) return;
+  if (n == 0) { avg = avg_b; m2 = m2_b; n = n_b; return; }
+  const N total = n + n_b;
+  const T delta = avg_b - avg;
+  const T weight = static_cast<T>(n_b) / static_cast<T>(total);
+  avg += delta * weight;
+  m2 += m2_b + delta * delta * static_cast<T>(n) * weight;
+  n = total;
+}
+
+template <bool RX, bool RY, bool RZ, typename T, typename N>
+__device__ __forceinline__ void blockWelford(T& avg, T& m2, N& n, T* s_avg, T* s_m2, N* s_n) {
+  if (RX && !RY && !RZ && (blockDim.x & 31) == 0) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      const T avg_b = fuser_shfl_xor(avg, offset), m2_b = fuser_shfl_xor(m2, offset);
+      const N n_b = fuser_shfl_xor(n, offset);
+      welfordCombine(avg, m2, n, avg_b, m2_b, n_b);
+    }
+    if (blockDim.x == 32) return;
+    const unsigned warps = blockDim.x >> 5;
+    const unsigned base = (threadIdx.z * blockDim.y + threadIdx.y) * warps;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) {
+      s_avg[base + (threadIdx.x >> 5)] = avg; s_m2[base + (threadIdx.x >> 5)] = m2; s_n[base + (threadIdx.x >> 5)] = n;
+    }
+    __syncthreads();
+    avg = s_avg[base]; m2 = s_m2[base]; n = s_n[base];
+    for (unsigned w = 1; w < warps; ++w) welfordCombine(avg, m2, n, s_avg[base + w], s_m2[base + w], s_n[base + w]);
+    return;
+  }
+  unsigned rank, size, group;
+  reductionGroup<RX, RY, RZ>(rank, size, group);
+  const unsigned base = group * size;
+  __syncthreads();
+  s_avg[base + rank] = avg; s_m2[base + rank] = m2; s_n[base + rank] = n;
+  __syncthreads();
+  unsigned half = 1;
+  while (half * 2 <= size) half *= 2;
+  for (unsigned stride = half; stride > 0; stride >>= 1) {
+    if (rank < stride && rank + stride < size) {
+      T a = s_avg[base + rank], m = s_m2[base + rank];
+      N c = s_n[base + rank];
+      welfordCombine(a, m, c, s_avg[base + rank + stride], s_m2[base + rank + stride], s_n[base + rank + stride]);
+      s_avg[base + rank] = a; s_m2[base + rank] = m; s_n[base + rank] = c;
+    }
+    __syncthreads();
+  }
+  avg = s_avg[base]; m2 = s_m2[base]; n = s_n[base];
+}
+
+// Where a thread's partial results go in a grid reduction's work buffer: `blocks` blocks
+// along the reduced grid dims combine into each `segment` (one per block along the others).
+template <bool BX, bool BY, bool BZ>
+struct GridSlot {
+  unsigned blocks, segment, threads, tid;
+  unsigned long long stride, slot, first;
+  __device__ __forceinline__ GridSlot() {
+    blocks = (BX ? gridDim.x : 1) * (BY ? gridDim.y : 1) * (BZ ? gridDim.z : 1);
+    const unsigned rank = ((BZ ? blockIdx.z : 0) * (BY ? gridDim.y : 1) + (BY ? blockIdx.y : 0)) *
+                              (BX ? gridDim.x : 1) + (BX ? blockIdx.x : 0);
+    segment = ((BZ ? 0 : blockIdx.z) * (BY ? 1 : gridDim.y) + (BY ? 0 : blockIdx.y)) * (BX ? 1 : gridDim.x) +
+              (BX ? 0 : blockIdx.x);
+    threads = blockDim.x * blockDim.y * blockDim.z;
+    tid = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+    stride = static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z * threads;
+    slot = (static_cast<unsigned long long>(segment) * blocks + rank) * threads + tid;
+    first = static_cast<unsigned long long>(segment) * blocks * threads + tid;
+  }
+};
+
+// Every thread stores its block-reduced values[0..COUNT) to `work`.
+template <bool BX, bool BY, bool BZ, int COUNT, typename T>
+__device__ __forceinline__ void gridStore(const T* values, T* work) {
+  const GridSlot<BX, BY, BZ> g;
+#pragma unroll
+  for (int c = 0; c < COUNT; ++c) work[c * g.stride + g.slot] = values[c];
+}
+
+// After its stores, a block arrives (a fence, then an atomic count); `last` is true in the
+// last block of its segment to arrive, which resets the semaphore for the next launch.
+template <bool BX, bool BY, bool BZ>
+__device__ __forceinline__ void gridArrive(int* semaphores, bool& last) {
+  const GridSlot<BX, BY, BZ> g;
+  __threadfence();
+  __syncthreads();
+  __shared__ bool block_is_last;
+  if (g.tid == 0) {
+    block_is_last = atomicAdd(&semaphores[g.segment], 1) == static_cast<int>(g.blocks) - 1;
+    if (block_is_last) semaphores[g.segment] = 0;
+  }
+  __syncthreads();
+  last = block_is_last;
+  if (last) __threadfence();
+}
+
+// In the last block: values[0..COUNT) become the combination of every block's partials.
+template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename Op>
+__device__ __forceinline__ void gridCombine(T* values, const T* work, Op op) {
+  const GridSlot<BX, BY, BZ> g;
+  const volatile T* partials = work;
+#pragma unroll
+  for (int c = 0; c < COUNT; ++c) {
+    T result = partials[c * g.stride + g.first];
+    for (unsigned b = 1; b < g.blocks; ++b) result = op(result, partials[c * g.stride + g.first + b * g.threads]);
+    values[c] = result;
+  }
+}
+
+// Combines the block-reduced values[0..COUNT) of the blocks along the reduced grid dims;
+// the result is in the last block to arrive, where `last` is true.
+template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename Op>
+__device__ __forceinline__ void gridReduce(T* values, T* work, int* semaphores, Op op, bool& last) {
+  gridStore<BX, BY, BZ, COUNT>(values, work);
+  gridArrive<BX, BY, BZ>(semaphores, last);
+  if (last) gridCombine<BX, BY, BZ, COUNT>(values, work, op);
+}
+
+// Welford's (avg, M2, N) partials combined across blocks, in the last block (Chan's rule).
+template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename N>
+__device__ __forceinline__ void gridWelfordCombine(T* avg, T* m2, N* n, const T* w_avg, const T* w_m2, const N* w_n) {
+  const GridSlot<BX, BY, BZ> g;
+  const volatile T* p_avg = w_avg;
+  const volatile T* p_m2 = w_m2;
+  const volatile N* p_n = w_n;
+#pragma unroll
+  for (int c = 0; c < COUNT; ++c) {
+    const unsigned long long at = c * g.stride + g.first;
+    T a = p_avg[at], m = p_m2[at];
+    N count = p_n[at];
+    for (unsigned b = 1; b < g.blocks; ++b) {
+      const unsigned long long other = at + b * g.threads;
+      const T avg_b = p_avg[other], m2_b = p_m2[other];
+      const N n_b = p_n[other];
+      welfordCombine(a, m, count, avg_b, m2_b, n_b);
+    }
+    avg[c] = a; m2[c] = m; n[c] = count;
+  }
+}
+// ---- end of runtime header ----
+"""
+
+# Included only in kernels that draw random numbers: Philox4x32-10 and nvFuser's
+# conversions to uniform and normal values, in the reference's exact float operations
+# (`__fmul_rn` and friends, so no multiply-add is contracted and a uniform draw, hence
+# a dropout mask, is bit-identical to the reference's; normals go through logf, sinf
+# and cosf, within an ulp or two of NumPy's).
+RNG_HEADER = r"""
+// ---- random numbers (Philox4x32-10 keyed by seed, counted by offset and index) ----
+struct fuser_philox_block { unsigned int x[4]; };
+__device__ __forceinline__ fuser_philox_block fuser_philox(
+    unsigned long long seed, unsigned long long offset, unsigned long long subseq) {
+  unsigned int c0 = (unsigned int)offset, c1 = (unsigned int)(offset >> 32);
+  unsigned int c2 = (unsigned int)subseq, c3 = (unsigned int)(subseq >> 32);
+  unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);
+  #pragma unroll
+  for (int round = 0; round < 10; ++round) {
+    unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
+    unsigned int n0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0, n2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;
+    c0 = n0; c1 = (unsigned int)p1; c2 = n2; c3 = (unsigned int)p0;
+    if (round < 9) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+  }
+  fuser_philox_block b;
+  b.x[0] = c0; b.x[1] = c1; b.x[2] = c2; b.x[3] = c3;
+  return b;
+}
+__device__ __forceinline__ float fuser_raw_uniformf(unsigned int x) {
+  return __fadd_rn(__fmul_rn(__uint2float_rn(x), 0x1p-32f), 0x1p-33f);
+}
+__device__ __forceinline__ float fuser_uniformf(unsigned int x) {
+  float r = fuser_raw_uniformf(x);
+  return r == 1.0f ? 0.0f : r;
+}
+__device__ __forceinline__ double fuser_uniformd(unsigned int x, unsigned int y) {
+  unsigned long long z = (unsigned long long)x ^ ((unsigned long long)y << 21);
+  double r = __dadd_rn(__dmul_rn(__ull2double_rn(z), 0x1p-53), 0x1p-54);
+  return r == 1.0 ? 0.0 : r;
+}
+// One value of a Float (or Half, BFloat16) tensor per word, four per block.
+__device__ __forceinline__ float fuser_rng_raw_f32(unsigned long long seed, unsigned long long offset,
+                                                   unsigned long long i) {
+  return fuser_raw_uniformf(fuser_philox(seed, offset, i >> 2).x[i & 3]);
+}
+__device__ __forceinline__ float fuser_rng_uniform_f32(unsigned long long seed, unsigned long long offset,
+                                                       unsigned long long i) {
+  return fuser_uniformf(fuser_philox(seed, offset, i >> 2).x[i & 3]);
+}
+__device__ __forceinline__ float fuser_lerp_rn(double low, double high, float u) {
+  float l = (float)low, h = (float)high;
+  return __fadd_rn(l, __fmul_rn(__fsub_rn(h, l), u));
+}
+__device__ __forceinline__ float fuser_rng_uniform_range_f32(unsigned long long seed, unsigned long long offset,
+                                                             unsigned long long i, double low, double high) {
+  return fuser_lerp_rn(low, high, fuser_rng_uniform_f32(seed, offset, i));
+}
+__device__ __forceinline__ float fuser_rng_normal_standard_f32(unsigned long long seed, unsigned long long offset,
+                                                               unsigned long long i) {
+  fuser_philox_block b = fuser_philox(seed, offset, i >> 2);
+  unsigned int pair = (unsigned int)(i & 2);
+  float u = fuser_uniformf(b.x[pair]), v = __fmul_rn(fuser_uniformf(b.x[pair + 1]), 6.2831855f);
+  float r = sqrtf(__fmul_rn(-2.0f, logf(u)));
+  return __fmul_rn(r, (i & 1) ? cosf(v) : sinf(v));
+}
+__device__ __forceinline__ float fuser_rng_normal_general_f32(unsigned long long seed, unsigned long long offset,
+                                                              unsigned long long i, double mean, double std) {
+  return __fadd_rn(__fmul_rn(fuser_rng_normal_standard_f32(seed, offset, i), (float)std), (float)mean);
+}
+// A Double takes two words, two values per block.
+__device__ __forceinline__ double fuser_rng_uniform_f64(unsigned long long seed, unsigned long long offset,
+                                                        unsigned long long i) {
+  fuser_philox_block b = fuser_philox(seed, offset, i >> 1);
+  unsigned int c = (unsigned int)(i & 1) * 2;
+  return fuser_uniformd(b.x[c], b.x[c + 1]);
+}
+__device__ __forceinline__ double fuser_rng_uniform_range_f64(unsigned long long seed, unsigned long long offset,
+                                                              unsigned long long i, double low, double high) {
+  return __dadd_rn(low, __dmul_rn(__dsub_rn(high, low), fuser_rng_uniform_f64(seed, offset, i)));
+}
+__device__ __forceinline__ double fuser_rng_normal_standard_f64(unsigned long long seed, unsigned long long offset,
+                                                                unsigned long long i) {
+  fuser_philox_block b = fuser_philox(seed, offset, i >> 1);
+  double u = fuser_uniformd(b.x[0], b.x[1]), v = __dmul_rn(fuser_uniformd(b.x[2], b.x[3]), 6.2831853071795860);
+  double r = sqrt(__dmul_rn(-2.0, log(u)));
+  return __dmul_rn(r, (i & 1) ? cos(v) : sin(v));
+}
+__device__ __forceinline__ double fuser_rng_normal_general_f64(unsigned long long seed, unsigned long long offset,
+                                                               unsigned long long i, double mean, double std) {
+  return __dadd_rn(__dmul_rn(fuser_rng_normal_standard_f64(seed, offset, i), std), mean);
+}
+// Half and BFloat16: drawn in float, rounded, and a value that rounds to the top of the
+// range folded back to its bottom.
+#define FUSER_RNG_NARROW(SUFFIX, T, TO, FROM)                                                         \
+  __device__ __forceinline__ T fuser_rng_uniform_##SUFFIX(unsigned long long seed,                   \
+                                                          unsigned long long offset,                 \
+                                                          unsigned long long i) {                    \
+    T h = TO(fuser_rng_raw_f32(seed, offset, i));                                                    \
+    return FROM(h) == 1.0f ? TO(0.0f) : h;                                                           \
+  }                                                                                                  \
+  __device__ __forceinline__ T fuser_rng_uniform_range_##SUFFIX(                                     \
+      unsigned long long seed, unsigned long long offset, unsigned long long i, double low,          \
+      double high) {                                                                                 \
+    T h = TO(fuser_lerp_rn(low, high, fuser_rng_raw_f32(seed, offset, i)));                          \
+    return FROM(h) == FROM(TO((float)high)) ? TO((float)low) : h;                                   \
+  }                                                                                                  \
+  __device__ __forceinline__ T fuser_rng_normal_standard_##SUFFIX(unsigned long long seed,           \
+                                                                  unsigned long long offset,         \
+                                                                  unsigned long long i) {            \
+    return TO(fuser_rng_normal_standard_f32(seed, offset, i));                                       \
+  }                                                                                                  \
+  __device__ __forceinline__ T fuser_rng_normal_general_##SUFFIX(                                    \
+      unsigned long long seed, unsigned long long offset, unsigned long long i, double mean,         \
+      double std) {                                                                                  \
+    return TO(fuser_rng_normal_general_f32(seed, offset, i, mean, std));                             \
+  }
+FUSER_RNG_NARROW(f16, __half, __float2half, __half2float)
+FUSER_RNG_NARROW(bf16, __bfloat, __float2bfloat, __bfloat2float)
+"""

@@ -1,0 +1,96 @@
+"""A generated kernel's parameters as ctypes objects, and the cuLaunchKernel call that
+passes them.
+
+The structs are laid out like the kernel's `Tensor<T, N, A>` parameters, followed by its
+scalars and one `T*` per workspace, and are made once per kernel: a launch only writes
+the data pointers, sizes and strides into them, so a cache hit costs a few microseconds.
+The fast path's plan packs its own (`fast_plan.planned_launch`), and its replay writes
+only their data pointers (`fast_path.FastPlan.run`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.ir.dtype import DataType
+from fuser_core.runtime.artifacts import LaunchParams
+from fuser_core.runtime.fast_path import DYNAMIC_SHARED_BYTES
+
+
+def _tensor_struct(index: Any, ndim: int, alloc_ndim: int) -> Any:
+    """A ctypes struct laid out as the kernel's `Tensor<T, N, A>`."""
+
+    class TensorStruct(ctypes.Structure):
+        _fields_ = [  # ctypes reads the class attribute
+            ("data", ctypes.c_void_p),
+            ("logical_size", index * max(ndim, 1)),
+            ("alloc_stride", index * max(alloc_ndim, 1)),
+        ]
+
+    return TensorStruct
+
+
+_SCALAR_CTYPES = {
+    DataType.Bool: ctypes.c_bool,
+    DataType.Float: ctypes.c_float,
+    DataType.Double: ctypes.c_double,
+    DataType.Int: ctypes.c_int64,
+    DataType.Int32: ctypes.c_int32,
+    DataType.Index: ctypes.c_int64,
+}
+
+
+@dataclass
+class PackedArgs:
+    """The kernel's parameters as ctypes objects, and the `void*[]` cuLaunchKernel takes."""
+
+    kernel: k.Kernel
+    structs: list[Any] = field(default_factory=list)
+    scalars: list[Any] = field(default_factory=list)
+    workspaces: list[Any] = field(default_factory=list)  # one c_void_p per kernel.workspaces
+    pointers: Any = None
+
+    def __post_init__(self) -> None:
+        index = ctypes.c_int32 if self.kernel.index_type == DataType.Int32 else ctypes.c_int64
+        for t in self.kernel.tensors:
+            self.structs.append(_tensor_struct(index, t.ndim, t.alloc_ndim)())
+        for s in self.kernel.scalars:
+            self.scalars.append(_SCALAR_CTYPES.get(s.dtype, ctypes.c_int64)())
+        for _ in self.kernel.workspaces:
+            self.workspaces.append(ctypes.c_void_p())
+        params = [*self.structs, *self.scalars, *self.workspaces]
+        self.pointers = (ctypes.c_void_p * max(len(params), 1))(*[ctypes.addressof(p) for p in params])
+        self.address = ctypes.addressof(self.pointers)
+
+    def set_tensor(self, position: int, pointer: int, sizes: Sequence[int], strides: Sequence[int]) -> None:
+        struct = self.structs[position]
+        struct.data = pointer
+        for axis, size in enumerate(sizes):
+            struct.logical_size[axis] = size
+        for axis, stride in enumerate(strides):
+            struct.alloc_stride[axis] = stride
+
+    def set_scalar(self, position: int, value: Any) -> None:
+        self.scalars[position].value = value
+
+    def set_workspace(self, position: int, pointer: int) -> None:
+        self.workspaces[position].value = pointer
+
+
+def launch(function: Any, params: LaunchParams, packed: PackedArgs, stream: Any) -> None:
+    """Launch `function` (a CuPy Function) with the arguments packed in `packed` on `stream`."""
+    from cupy.cuda import driver  # heavy and optional: only where kernels run
+
+    driver.launchKernel(
+        function.ptr,
+        *params.grid,
+        *params.block,
+        DYNAMIC_SHARED_BYTES,  # params.shared_bytes is static: the function reserves it
+        stream.ptr,
+        ctypes.addressof(packed.pointers),
+        0,
+    )
