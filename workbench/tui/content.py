@@ -23,6 +23,7 @@ from workbench.render import code_text, ir_text
 from workbench.render.diffs import diff_text, summary_text
 from workbench.render.tables import (
     cache_text,
+    choices_table,
     correctness_text,
     edges_table,
     estimates_table,
@@ -241,6 +242,8 @@ def run_view(result: RunResult, cuda_problem: str | None) -> RenderableType:
     else:
         parts.append(note(f"No per-kernel timings: {no_gpu_reason(a, cuda_problem)}."))
     parts.append(estimates_table(a))
+    if a.choices:
+        parts += [heading("Kernel choice (kernel_choice)"), choices_table(a)]
     if a.compiles:
         parts += [heading("Compilation"), *(Text(line) for line in a.compiles)]
     parts += [heading("Correctness against the reference"), correctness_text(a)]
