@@ -108,8 +108,11 @@ def param_changes(old: HeuristicParams, new: HeuristicParams) -> str:
     return ", ".join(changed)
 
 
-def _candidates_now(group: SegmentedGroup, view: GroupView, info: RuntimeInfo) -> list[HeuristicParams]:
-    return [c.params for c in heuristic_candidates(group.scheduler, view, info, group.params)]
+def _candidates_now(
+    group: SegmentedGroup, view: GroupView, info: RuntimeInfo, params: HeuristicParams
+) -> list[HeuristicParams]:
+    """The group's candidates at the sizes of `info`, where the heuristic gives `params`."""
+    return [c.params for c in heuristic_candidates(group.scheduler, view, info, params)]
 
 
 @dataclass
@@ -134,7 +137,7 @@ class SegmentedFusion:
             params = scheduler.heuristics(view, info)
             if params != group.params:
                 return f"g{group.id} {group.scheduler.value} heuristics changed: {param_changes(group.params, params)}"
-            if group.candidates and _candidates_now(group, view, info) != [c.params for c in group.candidates]:
+            if group.candidates and _candidates_now(group, view, info, params) != [c.params for c in group.candidates]:
                 return f"g{group.id} {group.scheduler.value} kernel choice candidates changed"
         return None
 
