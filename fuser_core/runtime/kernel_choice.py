@@ -199,10 +199,12 @@ class ChoiceGroup(GeneratedGroup):
         events: Any = None,
         log: Any = None,
     ) -> tuple[LaunchParams, bool]:
+        self.news = False
         self.current = self._next()
         self.runs += 1
         member = self.member
-        self.news = self.runs == 1 and not self.choosing
+        if not self.choosing:
+            self.news = self.runs == 1  # no choice to make: said once, when the runtime is new
         if self.kept is not None or not self.choosing:
             return member.run(tensors, scalars, leaves, cupy, stream, events, log)
 
@@ -224,17 +226,22 @@ class ChoiceGroup(GeneratedGroup):
         return self.choosing and self.kept is None
 
     def _next(self) -> int:
+        """The candidate this run launches: the one timed least so far, the heuristic's own
+        first; once every one has its trials, the fastest, kept from then on. (The choice
+        is made as the run after the last trial starts, so that a run's launch record and
+        the fast path's plan made after it name the kernel that run launched.)"""
         if self.kept is not None:
             return self.kept
-        running = [i for i, e in enumerate(self.entries) if e.member is not None]
-        return min(running, key=lambda i: (len(self.entries[i].times), i))
+        running = [(i, e) for i, e in enumerate(self.entries) if e.member is not None]
+        if len(running) > 1 and all(len(e.times) >= self.trials for _, e in running):
+            self.kept = min(running, key=lambda p: (min(p[1].times), p[0]))[0]
+            self.news = True
+            return self.kept
+        return min(running, key=lambda p: (len(p[1].times), p[0]))[0]
 
     def _observe(self, seconds: float) -> None:
         self.entries[self.current].times.append(seconds)
         self.news = True
-        running = [(i, e) for i, e in enumerate(self.entries) if e.member is not None]
-        if all(len(e.times) >= self.trials for _, e in running):
-            self.kept = min(running, key=lambda p: (min(p[1].times), p[0]))[0]
 
     def record(self) -> KernelChoice:
         candidates = tuple(e.timing() for e in self.entries)

@@ -60,9 +60,9 @@ def test_the_candidates_take_turns_until_each_is_timed_then_the_fastest_is_kept(
     cache = run(device, {OWN: 3e-6, ALT: 2e-6}, 2 * TRIALS + 3)
     assert device.launched() == [OWN, ALT] * TRIALS + [ALT] * 3
     states = [r.choices[0].state for r in cache.reports]
-    assert states == ["timing"] * (2 * TRIALS - 1) + ["kept"] * 4
-    choice = cache.reports[2 * TRIALS - 1].choices[0]
-    assert (choice.group_id, choice.kept, choice.ran, choice.runner_up) == (0, 1, 1, 0)
+    assert states == ["timing"] * (2 * TRIALS) + ["kept"] * 3
+    choice = cache.reports[2 * TRIALS].choices[0]  # made as the run after the last trial starts
+    assert (choice.group_id, choice.kept, choice.ran, choice.runner_up, choice.news) == (0, 1, 1, 0, True)
     assert [(c.kernel, c.label, c.scheduler, c.seconds, c.launches) for c in choice.candidates] == [
         (OWN, "persistent", "inner_persistent", 3e-6, TRIALS),
         (ALT, "non-persistent", "reduction", 2e-6, TRIALS),
@@ -71,8 +71,12 @@ def test_the_candidates_take_turns_until_each_is_timed_then_the_fastest_is_kept(
 
 
 def test_the_heuristics_own_is_kept_when_it_is_fastest_and_on_a_tie(device):
-    faster = run(device, {OWN: 1e-6, ALT: 4e-6}, 2 * TRIALS).last_report.choices[0]
-    tie = run(device, {OWN: 2e-6, ALT: 2e-6}, 2 * TRIALS).last_report.choices[0]
+    cache = run(device, {OWN: 1e-6, ALT: 4e-6}, 2 * TRIALS + 2)
+    faster = cache.last_report.choices[0]
+    tie = run(device, {OWN: 2e-6, ALT: 2e-6}, 2 * TRIALS + 1).last_report.choices[0]
+    # The run that keeps the heuristic's own launches it, and the fast path replays it.
+    assert device.launched()[: 2 * TRIALS + 2] == [OWN, ALT] * TRIALS + [OWN, OWN]
+    assert cache.events[-1].reasons == ("fast path",) and [r.kernel for r in cache.last_report.launches] == [OWN]
     assert (faster.kept, faster.speedup) == (0, pytest.approx(4.0))
     assert (tie.kept, tie.speedup) == (0, pytest.approx(1.0))
 
@@ -85,7 +89,7 @@ def test_the_best_of_each_candidates_launches_decides(device):
 
     cache = FusionExecutorCache(softmax().fusion, backend=FakeCudaBackend())
     with use_options(enable=["kernel_choice"]), use_trial_timer(varying):
-        for _ in range(2 * TRIALS):
+        for _ in range(2 * TRIALS + 1):
             cache.run([on_device(device, X)])
     choice = cache.last_report.choices[0]
     assert [c.seconds for c in choice.candidates] == [2e-6, 5e-6] and choice.kept == 0
@@ -99,7 +103,7 @@ def test_a_reduction_keeps_its_grid_split_candidate_when_it_is_faster(device):
     cache = FusionExecutorCache(fd.fusion, backend=FakeCudaBackend())
     x = on_device(device, np.ones((2, 20000), np.float32))
     with use_options(enable=["kernel_choice"]), use_trial_timer(timer({own: 6e-6, split: 2e-6})):
-        for _ in range(2 * TRIALS + 2):
+        for _ in range(2 * TRIALS + 3):
             cache.run([x])
     choice = cache.last_report.choices[0]
     assert [c.label for c in choice.candidates] == ["no grid split", "grid split 8"]
@@ -114,7 +118,7 @@ def test_a_reduction_keeps_its_grid_split_candidate_when_it_is_faster(device):
 
 
 def test_the_cache_events_say_what_each_run_timed_and_which_won_by_how_much(device):
-    cache = run(device, {OWN: 3e-6, ALT: 2e-6}, 2 * TRIALS + 1)
+    cache = run(device, {OWN: 3e-6, ALT: 2e-6}, 2 * TRIALS + 2)
     lines = [e.line() for e in cache.events]
     assert lines[0] == (
         "cache: miss at concretization: first execution: nothing cached -> new runtime f0_c1_r0; "
@@ -126,10 +130,14 @@ def test_the_cache_events_say_what_each_run_timed_and_which_won_by_how_much(devi
     )
     assert lines[2 * TRIALS - 1] == (
         "cache: hit at input key -> f0_c1_r0; "
+        f"kernel choice g0: timing {ALT} (non-persistent): best 2.0 us of 3 launches (6 of 6 trial launches)"
+    )
+    assert lines[2 * TRIALS] == (
+        "cache: hit at input key -> f0_c1_r0; "
         f"kernel choice g0: kept {ALT} (non-persistent) at 2.0 us, 1.50x faster than {OWN} (persistent) at 3.0 us"
     )
     # From then on the fast path replays the kernel kept, and the events say nothing more of it.
-    assert lines[2 * TRIALS] == "cache: hit at input key -> f0_c1_r0 (fast path)"
+    assert lines[2 * TRIALS + 1] == "cache: hit at input key -> f0_c1_r0 (fast path)"
     last = cache.last_report
     assert [r.kernel for r in last.launches] == [ALT]
     assert last.choices[0].state == "kept" and not last.choices[0].news
