@@ -150,7 +150,7 @@ class _Entry:
     refusal: str = ""
     times: list[float] = field(default_factory=list)
 
-    def timing(self) -> CandidateTiming:
+    def summary(self) -> CandidateTiming:
         best = min(self.times) if self.times else None
         return CandidateTiming(self.kernel, self.label, self.scheduler, best, len(self.times), self.refusal)
 
@@ -244,7 +244,7 @@ class ChoiceGroup(GeneratedGroup):
         self.news = True
 
     def record(self) -> KernelChoice:
-        candidates = tuple(e.timing() for e in self.entries)
+        candidates = tuple(e.summary() for e in self.entries)
         ran = self.current if self.runs else None
         group = self.group_id
         if not self.choosing:
