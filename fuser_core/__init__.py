@@ -16,6 +16,7 @@ from fuser_core.runtime.arguments import bind_args, convert_inputs
 from fuser_core.runtime.artifacts import KernelArtifact, LaunchParams, LaunchRecord
 from fuser_core.runtime.element_trace import ElementTrace, InputRead, trace_element
 from fuser_core.runtime.executor_cache import CacheEvent, FusionExecutorCache, RunReport, select_backend
+from fuser_core.runtime.kernel_choice import CandidateTiming, KernelChoice
 from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend
 from fuser_core.runtime.roofline import RooflineEstimate
 from fuser_core.script.input_spec import ScalarSpec, TensorSpec, materialize_inputs
@@ -35,6 +36,7 @@ __all__ = [
     "DEVICE_MODELS",
     "Backend",
     "CacheEvent",
+    "CandidateTiming",
     "DataType",
     "DisableOption",
     "DumpOption",
@@ -47,6 +49,7 @@ __all__ = [
     "InputRead",
     "InternalError",
     "KernelArtifact",
+    "KernelChoice",
     "KernelTrace",
     "LaunchParams",
     "LaunchRecord",

@@ -51,6 +51,7 @@ class EnableOption(enum.Enum):
     kernel_profile = "time every kernel launch with CUDA events (synchronizes after each kernel)"
     int64_index = "index every kernel with 64-bit integers, even where 32 bits would do"
     sync_launches = "synchronize after every kernel launch, so that a CUDA fault names the kernel that caused it (slow)"
+    kernel_choice = "time each candidate schedule (persistent or not, grid split or not) on the GPU, keep the fastest"
 
 
 class DisableOption(enum.Enum):

@@ -14,6 +14,7 @@ from typing import Any
 
 from fuser_core import (
     KernelArtifact,
+    KernelChoice,
     LaunchRecord,
     RooflineEstimate,
     RunReport,
@@ -155,6 +156,7 @@ class Artifacts:
     compiles: tuple[str, ...] = ()  # on a miss that built a runtime: what each kernel's compile did
     kernel_refusals: tuple[tuple[int, str], ...] = ()  # (group id, why codegen made no kernel for it)
     estimates: tuple[RooflineEstimate, ...] = ()  # each group's roofline estimate at the run's sizes
+    choices: tuple[KernelChoice, ...] = ()  # kernel_choice: each group's candidate kernels and the one kept
 
     @property
     def scheduled_math(self) -> str:
@@ -242,6 +244,7 @@ def collect(
         index_type=runtime.signature.index_type,
         compiles=tuple(report.compiles),
         estimates=tuple(report.estimates),
+        choices=tuple(report.choices),
     )
 
 

@@ -104,5 +104,8 @@ def json_report(source: str, result: RunResult) -> dict[str, Any]:
         {**_plain(e), "bytes_moved": e.bytes_moved, "seconds": e.seconds, "bound": e.bound, "line": e.line()}
         for e in a.estimates
     ]
+    data["artifacts"]["choices"] = [
+        {**_plain(c), "line": c.line(), "speedup": c.speedup, "runner_up": c.runner_up} for c in a.choices
+    ]
     data["notes"] = {"kernels": a.kernels_note, "launches": a.launches_note, "correctness": a.correctness.note}
     return data

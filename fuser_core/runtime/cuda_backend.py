@@ -92,12 +92,13 @@ class CudaExecutable:
         events = []
         for step in self.steps:
             if isinstance(step, GeneratedGroup):
-                for vectorized, c in step._compiled.items():
-                    form = "" if vectorized or not step.kernel.vectorized else " (scalar fallback)"
-                    module = c.compiled
-                    events.append(
-                        f"{step.kernel.name}{form}: {module.cache} ({module.compile_seconds:.3f} s to compile)"
-                    )
+                for kernel in getattr(step, "members", (step,)):  # a kernel choice's: every candidate
+                    for vectorized, c in kernel._compiled.items():
+                        form = "" if vectorized or not kernel.kernel.vectorized else " (scalar fallback)"
+                        module = c.compiled
+                        events.append(
+                            f"{kernel.kernel.name}{form}: {module.cache} ({module.compile_seconds:.3f} s to compile)"
+                        )
             elif step.device_path is not None:
                 events.append(
                     f"g{step.group.id} {step.group.scheduler.value}: library call on the device ({step.device_path})"
@@ -214,6 +215,8 @@ class CudaExecutable:
     def _fast_plan(self, args: Sequence[Any]) -> FastPlan | None:
         generated = [step for step in self.steps if isinstance(step, GeneratedGroup)]
         if len(generated) != len(self.steps) or self._needs_leaves:
+            return None
+        if any(getattr(step, "timing", False) for step in self.steps):  # a kernel choice still timing
             return None
         return make_fast_plan(generated, self.complete, args, self.cupy, self.device, self.log)
 

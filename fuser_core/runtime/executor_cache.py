@@ -31,11 +31,20 @@ from fuser_core.ir.printer import print_kernel, print_math
 from fuser_core.ir.rng import recording_run_seeds
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_view import TensorView
-from fuser_core.options import DisableOption, DumpOption, Options, current_options, emit_dump, use_options
+from fuser_core.options import (
+    DisableOption,
+    DumpOption,
+    EnableOption,
+    Options,
+    current_options,
+    emit_dump,
+    use_options,
+)
 from fuser_core.runtime.arguments import TensorArg, bind_args, convert_inputs
 from fuser_core.runtime.artifacts import LaunchRecord
 from fuser_core.runtime.dumps import emit_runtime_dumps, print_launches
 from fuser_core.runtime.fast_path import input_key
+from fuser_core.runtime.kernel_choice import KernelChoice, choice_records, settled, with_kernel_choice
 from fuser_core.runtime.kernel_runtime import (
     Backend,
     CompileFlags,
@@ -49,6 +58,9 @@ from fuser_core.runtime.signature import InputSignature
 from fuser_core.scheduler.device import select_device
 
 LEVELS = ("input key", "concretization", "runtime")
+# Enable options the cache-hit fast path works under: the kernel choice's trials run
+# through the full path, and the fast path replays the kernel kept.
+FAST_PATH_ENABLES = frozenset({EnableOption.kernel_choice})
 INPUT_KEY_CAPACITY = 256  # level-1 entries kept (least recently used go first)
 REASON_CANDIDATES = 32  # recent keys a miss is compared with to explain it
 REPORTS_KEPT = 1024
@@ -60,12 +72,16 @@ class CacheEvent:
     level: str  # the level that answered a hit, or the first one that missed
     runtime: str  # f<F>_c<C>_r<R> of the runtime that ran
     reasons: tuple[str, ...] = ()
+    # What the run did for the kernel choice (kernel_choice): a candidate timed, the choice made.
+    choices: tuple[str, ...] = ()
 
     def line(self) -> str:
         why = "; ".join(self.reasons)
         if self.hit:
-            return f"cache: hit at {self.level} -> {self.runtime}" + (f" ({why})" if why else "")
-        return f"cache: miss at {self.level}: {why} -> new runtime {self.runtime}"
+            line = f"cache: hit at {self.level} -> {self.runtime}" + (f" ({why})" if why else "")
+        else:
+            line = f"cache: miss at {self.level}: {why} -> new runtime {self.runtime}"
+        return "; ".join((line, *self.choices))
 
 
 @dataclass(frozen=True)
@@ -82,6 +98,7 @@ class RunReport:
     rng_seed: int | None = None  # the seed drawn for unseeded random ops (replays the run)
     rng_offset: int = 0  # and their base Philox offset (op i draws at rng_offset + i)
     estimates: tuple[RooflineEstimate, ...] = ()  # each kernel's roofline estimate at this run's sizes
+    choices: tuple[KernelChoice, ...] = ()  # kernel_choice: each group's candidates, their times, the one kept
 
     def compile_summary(self) -> str:
         """`compiled 2 kernels (0.41 s)`, or `warm start: compiled nothing` when every
@@ -162,6 +179,7 @@ class FusionExecutorCache:
                 time.perf_counter() - start,
                 launches,
                 estimates=template.estimates,
+                choices=template.choices,
             )
         )
         self._runs += 1
@@ -186,7 +204,7 @@ class FusionExecutorCache:
     def run(self, inputs: Sequence[Any], enable: Sequence[str] = (), disable: Sequence[str] = ()) -> list[Any]:
         base = current_options()
         fast_key = None
-        if not enable and not disable and not base.dump and not base.enable:
+        if not enable and not disable and not base.dump and not base.enable - FAST_PATH_ENABLES:
             fast_key = input_key(inputs)
             if fast_key is not None:
                 fast_key = (fast_key, base)
@@ -208,9 +226,13 @@ class FusionExecutorCache:
         seconds = time.perf_counter() - start
         seed, offset = drawn[0] if drawn else (None, 0)
         estimates = _estimates(runtime, args)
+        choices = choice_records(
+            runtime.segmented, runtime.executable, runtime.backend_name, runtime.name, built=not event.hit
+        )
+        news = tuple(c.line() for c in choices if c.news)
         report = RunReport(
             self._runs,
-            event,
+            dataclasses.replace(event, choices=news) if news else event,
             runtime,
             _describe_args(self.fusion, args),
             seconds,
@@ -219,6 +241,7 @@ class FusionExecutorCache:
             rng_seed=seed,
             rng_offset=offset,
             estimates=estimates,
+            choices=choices,
         )
         self._runs += 1
         self.reports.append(report)
@@ -230,7 +253,8 @@ class FusionExecutorCache:
 
                 self._current_stream = cupy.cuda.get_current_stream
                 hit_event = CacheEvent(True, LEVELS[0], runtime.name, ("fast path",))
-                self._fast[fast_key] = (plan, dataclasses.replace(report, event=hit_event, compiles=()))
+                template = dataclasses.replace(report, event=hit_event, compiles=(), choices=settled(choices))
+                self._fast[fast_key] = (plan, template)
                 while len(self._fast) > INPUT_KEY_CAPACITY:
                     self._fast.pop(next(iter(self._fast)))
         emit_dump(opts, DumpOption.fusion_args, lambda: "Arguments:\n" + "".join(f"  {a}\n" for a in report.arguments))
@@ -393,6 +417,9 @@ class FusionExecutorCache:
         compiled = compile_fusion(entry.fusion, args, device, signature.index_type, flags)
         backend = self._backend_for(opts)
         name = f"f{self.fusion_id}_c{entry.id}_r{len(entry.runtimes)}"
+        executable = backend.compile(compiled.segmented, signature, name)
+        if flags.kernel_choice:  # a group's candidates, compiled and timed in turn
+            executable = with_kernel_choice(executable, name, signature.index_type)
         runtime = FusionKernelRuntime(
             self.fusion_id,
             entry.id,
@@ -401,7 +428,7 @@ class FusionExecutorCache:
             entry.fusion,
             signature,
             compiled,
-            backend.compile(compiled.segmented, signature, name),
+            executable,
             backend.name,
             flags,
         )
@@ -449,7 +476,7 @@ def _input_key_diff(new: tuple[Any, ...], old: tuple[Any, ...]) -> list[str]:
         found += [
             f"{name} {'on' if now else 'off'}"
             for name, now, before in zip(
-                ("allocation-order inference", "vectorization", "segmentation", "int64 indexing"),
+                ("allocation-order inference", "vectorization", "segmentation", "int64 indexing", "kernel choice"),
                 dataclasses.astuple(flags),
                 dataclasses.astuple(old[7]),
                 strict=True,

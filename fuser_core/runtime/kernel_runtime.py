@@ -23,7 +23,7 @@ from fuser_core.runtime.signature import InputSignature
 from fuser_core.scheduler.device import DeviceProperties
 from fuser_core.scheduler.group_view import RuntimeInfo
 from fuser_core.segmenter.finder import segment
-from fuser_core.segmenter.scheduling import schedule_groups
+from fuser_core.segmenter.scheduling import schedule_candidates, schedule_groups
 from fuser_core.segmenter.segmented_fusion import SegmentedFusion
 
 
@@ -76,6 +76,7 @@ class CompileFlags:
     vectorize: bool = True
     segment: bool = True
     int64_index: bool = False
+    kernel_choice: bool = False  # schedule (and on the GPU compile and time) each group's candidates
 
     @staticmethod
     def of(opts: Options) -> CompileFlags:
@@ -84,6 +85,7 @@ class CompileFlags:
             not opts.is_disabled(DisableOption.vectorization),
             not opts.is_disabled(DisableOption.segmentation),
             opts.is_enabled(EnableOption.int64_index),
+            opts.is_enabled(EnableOption.kernel_choice),
         )
 
 
@@ -100,6 +102,8 @@ def compile_fusion(
     info = RuntimeInfo(bind_args(fusion, args, values=False), device, index_type, vectorize=flags.vectorize)
     segmented = segment(fusion, info, allow_segmentation=flags.segment)
     schedule_groups(segmented)
+    if flags.kernel_choice:
+        schedule_candidates(segmented, info)
     return CompiledFusion(tuple(records), segmented, device, _tensor_sizes(fusion, info))
 
 

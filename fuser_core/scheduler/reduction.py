@@ -164,6 +164,15 @@ class ReductionScheduler:
         return None
 
     def heuristics(self, group: GroupView, info: RuntimeInfo) -> ReductionParams:
+        return self._params(group, info, None)
+
+    def with_grid_split(self, group: GroupView, info: RuntimeInfo, grid: int) -> ReductionParams:
+        """The non-persistent schedule of `group` with `grid` blocks along the reduction
+        (1: no grid split), whatever the heuristic would choose: a candidate for the kernel
+        choice at run time (a normalization re-reads its inputs after each reduction)."""
+        return ReductionScheduler()._params(group, info, grid)
+
+    def _params(self, group: GroupView, info: RuntimeInfo, grid: int | None) -> ReductionParams:
         reference = group.reduction_tvs()[0]
         inner = is_inner_reduction(group, reference)
         rows = max(1, info.numel(reference))
@@ -172,39 +181,40 @@ class ReductionScheduler:
         if inner and self.persistent:
             return _inner_persistent_params(group, info, reference, rows, length, vectorize)
         if inner:
-            return self._inner_params(group, info, reference, rows, length, vectorize)
-        return self._outer_params(group, info, reference, rows, length, vectorize)
+            return self._inner_params(group, info, reference, rows, length, vectorize, grid)
+        return self._outer_params(group, info, reference, rows, length, vectorize, grid)
 
     def _inner_params(
-        self, group: GroupView, info: RuntimeInfo, ref: TensorView, rows: int, length: int, vec: int
+        self, group: GroupView, info: RuntimeInfo, ref: TensorView, rows: int, length: int, vec: int, grid: int | None
     ) -> ReductionParams:
         lanes = -(-length // vec)
         threads = min(MAX_THREADS, _pow2_at_least(min(lanes, MAX_THREADS), 32))
         rows_per_block = max(1, min(MAX_THREADS // threads, _pow2_floor(max(1, 128 // threads))))
         batch = -(-lanes // threads)
-        grid = 1
-        if rows < info.device.sm_count and batch > 8:
-            grid = min(_pow2_floor(batch // 8), 4 * info.device.sm_count // max(rows, 1), 65535)
-            grid = max(grid, 1)
-            batch = -(-batch // grid)
+        if grid is None:  # blockIdx.y along the row when there are too few rows to fill the GPU
+            grid = 1
+            if rows < info.device.sm_count and batch > 8:
+                grid = max(1, min(_pow2_floor(batch // 8), 4 * info.device.sm_count // max(rows, 1), 65535))
+        batch = -(-batch // grid)
         unroll = _pow2_floor(min(4, batch))
         return ReductionParams(
             self.type, ref.name, True, False, vec, threads, rows_per_block, grid, batch, unroll, rows, length
         )  # fmt: skip
 
     def _outer_params(
-        self, group: GroupView, info: RuntimeInfo, ref: TensorView, rows: int, length: int, vec: int
+        self, group: GroupView, info: RuntimeInfo, ref: TensorView, rows: int, length: int, vec: int, grid: int | None
     ) -> ReductionParams:
         lanes = -(-rows // vec)
         threads_x = min(128, _pow2_at_least(min(lanes, 128), 32))
         threads_y = max(1, min(MAX_THREADS // threads_x, _pow2_floor(length)))
         blocks = -(-lanes // threads_x)
         batch = -(-length // threads_y)
-        grid = 1
         row_bytes = _buffer_bytes_per_row(group, info) if self.persistent else 0
-        if not self.persistent and blocks < info.device.sm_count and batch > 16:
-            grid = max(1, min(info.device.sm_count * 2 // blocks, batch // 16, 65535))
-            batch = -(-batch // grid)
+        if grid is None or self.persistent:  # blockIdx.y down the columns when too few blocks fill the GPU
+            grid = 1
+            if not self.persistent and blocks < info.device.sm_count and batch > 16:
+                grid = max(1, min(info.device.sm_count * 2 // blocks, batch // 16, 65535))
+        batch = -(-batch // grid)
         unroll = 1 if self.persistent else min(4, _pow2_floor(max(batch, 1)))
         return ReductionParams(
             self.type, ref.name, False, self.persistent, vec, threads_y, threads_x, grid, batch, unroll,

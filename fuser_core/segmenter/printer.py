@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.printer import print_kernel, print_math
-from fuser_core.segmenter.segmented_fusion import SegmentedFusion, SegmentedGroup
+from fuser_core.segmenter.segmented_fusion import SegmentedFusion, SegmentedGroup, param_changes
 
 
 def _io(vals: list) -> str:  # type: ignore[type-arg]
@@ -81,6 +81,13 @@ def kernel_name(group: SegmentedGroup, runtime_name: str) -> str:
     return f"nvfuser_{group.scheduler.value}_{runtime_name}_g{group.id}"
 
 
+def candidate_kernel_name(group: SegmentedGroup, position: int, runtime_name: str) -> str:
+    """The kernel of a kernel choice candidate: the group's own for the heuristic's schedule
+    (position 0), `..._g<G>_alt<i>` for alternative i."""
+    name = f"nvfuser_{group.candidates[position].scheduler.value}_{runtime_name}_g{group.id}"
+    return name if position == 0 else f"{name}_alt{position}"
+
+
 def _header(group: SegmentedGroup, runtime_name: str) -> str:
     return f"===== g{group.id} {group.scheduler.value}: {kernel_name(group, runtime_name)} =====\n"
 
@@ -92,6 +99,19 @@ def print_scheduler_params(segmented: SegmentedFusion, runtime_name: str) -> str
         record = group.record
         if record is not None and record.dropped_hints:
             text += "".join(f"  dropped allocation hint of {d.tensor}: {d.reason}\n" for d in record.dropped_hints)
+        text += _candidates_text(group, runtime_name)
+    return text
+
+
+def _candidates_text(group: SegmentedGroup, runtime_name: str) -> str:
+    """The kernel choice's candidates (kernel_choice): each alternative's parameters that differ."""
+    if not group.candidates:
+        return ""
+    text = f"  kernel choice: {len(group.candidates)} candidates, timed on the GPU\n"
+    for position, candidate in enumerate(group.candidates):
+        name = candidate_kernel_name(group, position, runtime_name)
+        changes = param_changes(group.params, candidate.params) if position else "the heuristic's own"
+        text += f"    {position} {candidate.label}: {name} ({candidate.scheduler.value}): {changes}\n"
     return text
 
 

@@ -9,8 +9,10 @@ from fuser_core.ir.base import Val
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_view import MemoryType, TensorView
+from fuser_core.scheduler.candidates import ScheduleCandidate, heuristic_candidates
+from fuser_core.scheduler.group_view import RuntimeInfo
 from fuser_core.scheduler.registry import BY_TYPE
-from fuser_core.segmenter.segmented_fusion import SegmentedFusion, SegmentedGroup
+from fuser_core.segmenter.segmented_fusion import ScheduledCandidate, SegmentedFusion, SegmentedGroup
 
 
 def schedule_groups(segmented: SegmentedFusion) -> None:
@@ -18,6 +20,26 @@ def schedule_groups(segmented: SegmentedFusion) -> None:
         tv.memory_type = MemoryType.Global  # handed between kernels through global memory
     for group in segmented.groups:
         schedule_group(segmented, group)
+
+
+def schedule_candidates(segmented: SegmentedFusion, info: RuntimeInfo) -> None:
+    """For the kernel choice: each scheduled group's candidate schedules at these sizes,
+    its own first (its fusion as scheduled), each alternative on a copy of its own."""
+    for group in segmented.groups:
+        if group.unscheduled is None or group.fusion is None:
+            continue
+        found = heuristic_candidates(group.scheduler, segmented.view(group), info, group.params)
+        if not found:
+            continue
+        own = ScheduledCandidate(found[0].label, group.scheduler, group.params, group.fusion, group.record)
+        group.candidates = (own, *(_scheduled(group.unscheduled, c) for c in found[1:]))
+
+
+def _scheduled(unscheduled: Fusion, candidate: ScheduleCandidate) -> ScheduledCandidate:
+    fusion, _ = unscheduled.clone()
+    with fusion.guard():
+        record = BY_TYPE[candidate.scheduler].schedule(fusion, candidate.params)
+    return ScheduledCandidate(candidate.label, candidate.scheduler, candidate.params, fusion, record)
 
 
 def schedule_group(segmented: SegmentedFusion, group: SegmentedGroup) -> None:

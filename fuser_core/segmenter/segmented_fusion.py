@@ -16,9 +16,22 @@ from fuser_core.scheduler.base import (
     ScheduleRecord,
     SchedulerType,
 )
+from fuser_core.scheduler.candidates import heuristic_candidates
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 from fuser_core.scheduler.id_map import IdMap
 from fuser_core.scheduler.registry import BY_TYPE
+
+
+@dataclass
+class ScheduledCandidate:
+    """One schedule of a group that the kernel choice may time (the `kernel_choice` option):
+    the heuristic's own first, then the alternatives, each with its own scheduled fusion."""
+
+    label: str  # "persistent", "non-persistent", "grid split 4", "no grid split"
+    scheduler: SchedulerType
+    params: HeuristicParams
+    fusion: Fusion | None = None
+    record: ScheduleRecord | None = None
 
 
 @dataclass
@@ -35,6 +48,8 @@ class SegmentedGroup:
     unscheduled: Fusion | None = None
     fusion: Fusion | None = None
     record: ScheduleRecord | None = None
+    # With kernel_choice: its candidate schedules, its own (this group's fusion) first.
+    candidates: tuple[ScheduledCandidate, ...] = ()
 
     def label(self) -> str:
         ids = ", ".join(str(e.name) for e in sorted(self.exprs, key=lambda e: e.name))
@@ -83,13 +98,21 @@ class NeighbourReason:
     rejections: tuple[Rejection, ...] = ()
 
 
-def _changes(old: HeuristicParams, new: HeuristicParams) -> str:
+def param_changes(old: HeuristicParams, new: HeuristicParams) -> str:
+    """`vectorize 4 -> 1, grid_reduction 1 -> 8`: the compared parameters that differ."""
     changed = [
         f"{f.name} {getattr(old, f.name)} -> {getattr(new, f.name)}"
         for f in fields(old)
-        if f.compare and getattr(old, f.name) != getattr(new, f.name)
+        if f.compare and f.name != "scheduler" and getattr(old, f.name) != getattr(new, f.name)
     ]
     return ", ".join(changed)
+
+
+def _candidates_now(
+    group: SegmentedGroup, view: GroupView, info: RuntimeInfo, params: HeuristicParams
+) -> list[HeuristicParams]:
+    """The group's candidates at the sizes of `info`, where the heuristic gives `params`."""
+    return [c.params for c in heuristic_candidates(group.scheduler, view, info, params)]
 
 
 @dataclass
@@ -107,14 +130,20 @@ class SegmentedFusion:
         (nvFuser's getMaybeHeuristicsFor); a sentence naming the first that does not."""
         for group in self.groups:
             scheduler = BY_TYPE[group.scheduler]
-            view = GroupView(group.exprs, group.inputs, group.outputs, self.id_maps[group.id])
+            view = self.view(group)
             rejection = scheduler.run_time_check(view, info)
             if rejection is not None:
                 return f"g{group.id} {group.scheduler.value} rejects the new sizes: {rejection.reason}"
             params = scheduler.heuristics(view, info)
             if params != group.params:
-                return f"g{group.id} {group.scheduler.value} heuristics changed: {_changes(group.params, params)}"
+                return f"g{group.id} {group.scheduler.value} heuristics changed: {param_changes(group.params, params)}"
+            if group.candidates and _candidates_now(group, view, info, params) != [c.params for c in group.candidates]:
+                return f"g{group.id} {group.scheduler.value} kernel choice candidates changed"
         return None
+
+    def view(self, group: SegmentedGroup) -> GroupView:
+        """The group as its scheduler sees it."""
+        return GroupView(group.exprs, group.inputs, group.outputs, self.id_maps[group.id])
 
     @property
     def is_segmented(self) -> bool:

@@ -12,6 +12,7 @@ from rich.text import Text
 from workbench.artifacts import Artifacts, launch_text, passes_text, stages
 from workbench.render.tables import (
     cache_text,
+    choices_table,
     correctness_text,
     edges_table,
     estimates_table,
@@ -138,5 +139,7 @@ def render_run(a: Artifacts) -> RenderableType:
     if not a.kernels:
         parts += [rule("kernels"), note(a.kernels_note)]
     parts += [rule("launches and timing"), launches_table(a), estimates_table(a)]
+    if a.choices:
+        parts += [rule("kernel choice"), choices_table(a)]
     parts += [rule("correctness"), correctness_text(a)]
     return Group(*parts)

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from fuser_core import KernelChoice
 from workbench.artifacts import Artifacts, GroupArtifact, TransformBlock
 from workbench.diff import format_seconds
 from workbench.render.text import GROUP_COLORS, IR_HIGHLIGHTER, ir_text
@@ -263,3 +264,36 @@ def correctness_text(a: Artifacts) -> RenderableType:
         verdict = Text("yes", style="bold green") if check.ok else Text("NO", style="bold red")
         table.add_row(str(check.index), f"{check.max_abs_error:.3g}", verdict)
     return table
+
+
+def choices_table(a: Artifacts) -> RenderableType:
+    """The kernel choice (kernel_choice): each group's candidate kernels, their best times,
+    the one kept and by how much; or why no choice was made."""
+    table = Table(title="Kernel choice: candidate schedules timed on the GPU", title_justify="left")
+    for column in ("group", "candidate", "kernel", "best time", "timed", "verdict"):
+        table.add_column(column, justify="right" if column in ("best time", "timed") else "left")
+    for choice in a.choices:
+        for position, c in enumerate(choice.candidates):
+            table.add_row(
+                f"g{choice.group_id}",
+                f"{position} {c.label}",
+                c.kernel,
+                format_seconds(c.seconds) if c.seconds is not None else "-",
+                str(c.launches),
+                _verdict(choice, position),
+            )
+    return Group(table, *(Text(choice.line()) for choice in a.choices))
+
+
+def _verdict(choice: KernelChoice, position: int) -> str:
+    candidate = choice.candidates[position]
+    if candidate.refusal:
+        return f"refused: {candidate.refusal}"
+    if choice.state == "kept" and choice.kept is not None:
+        if position == choice.kept:
+            return "kept" + (f", {choice.speedup:.2f}x faster than the next" if choice.speedup else "")
+        best = choice.candidates[choice.kept].seconds
+        return f"{candidate.seconds / best:.2f}x the kept time" if best and candidate.seconds else "not kept"
+    if choice.state == "timing":
+        return "on trial now" if position == choice.ran else "on trial"
+    return "runs: no choice made" if position == 0 else "not timed"

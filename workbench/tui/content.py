@@ -23,6 +23,7 @@ from workbench.render import code_text, ir_text
 from workbench.render.diffs import diff_text, summary_text
 from workbench.render.tables import (
     cache_text,
+    choices_table,
     correctness_text,
     edges_table,
     estimates_table,
@@ -213,8 +214,18 @@ def _kernel_view(
         if k is None:
             parts.append(_no_kernel(g, a))
             continue
-        parts += [kernel_facts(a, k, cuda_problem), body(k)]
+        parts += [kernel_facts(a, k, cuda_problem), *_choice_note(a, g.id), body(k)]
     return Group(*parts)
+
+
+def _choice_note(a: Artifacts, group_id: int) -> list[RenderableType]:
+    """Where the kernel choice kept another candidate, which one runs (this view shows the
+    heuristic's own kernel)."""
+    choice = next((c for c in a.choices if c.group_id == group_id), None)
+    if choice is None or not choice.kept:
+        return []
+    kept = choice.candidates[choice.kept]
+    return [note(f"the kernel choice keeps {kept.name()} for this group; shown here: the heuristic's own kernel")]
 
 
 def kernel_ir_view(a: Artifacts, group: int = ALL, cuda_problem: str | None = None) -> RenderableType:
@@ -241,6 +252,8 @@ def run_view(result: RunResult, cuda_problem: str | None) -> RenderableType:
     else:
         parts.append(note(f"No per-kernel timings: {no_gpu_reason(a, cuda_problem)}."))
     parts.append(estimates_table(a))
+    if a.choices:
+        parts += [heading("Kernel choice (kernel_choice)"), choices_table(a)]
     if a.compiles:
         parts += [heading("Compilation"), *(Text(line) for line in a.compiles)]
     parts += [heading("Correctness against the reference"), correctness_text(a)]

@@ -74,10 +74,13 @@ def expanded_axes(tv: TensorView) -> set[int]:
     return {a for a, d in enumerate(tv.logical_no_reductions()) if d.is_broadcast and d.has_expanded_extent}
 
 
-def check_generated_kernels(runtime: Any, inputs: list[Any], vectorize: bool = True, exact: bool = False) -> list[str]:
+def check_generated_kernels(
+    runtime: Any, inputs: list[Any], vectorize: bool = True, exact: bool = False, scheduled_fusion: Any = None
+) -> list[str]:
     """Every generated kernel of `runtime`, interpreted on the values the reference gives its
     inputs, against the reference's outputs of that group (bit for bit if `exact`).
-    Returns the kernels checked."""
+    `scheduled_fusion(group)` picks the scheduled fusion a group is lowered from (default: the
+    group's own; a kernel choice candidate's). Returns the kernels checked."""
     segmented = runtime.segmented
     complete = segmented.complete
     args = convert_inputs(complete, inputs)
@@ -97,10 +100,8 @@ def check_generated_kernels(runtime: Any, inputs: list[Any], vectorize: bool = T
                 group_ev.bind(val, tensors[val.name])
         expected = evaluate_fusion(fusion, group_ev)
         if generates_kernel(group) and group.id not in refused:
-            kernel = lower_group(
-                group.fusion, f"kernel_g{group.id}", index_dtype(runtime.signature.index_type), vectorize
-            )
-            scheduled = group.fusion
+            scheduled = group.fusion if scheduled_fusion is None else scheduled_fusion(group)
+            kernel = lower_group(scheduled, f"kernel_g{group.id}", index_dtype(runtime.signature.index_type), vectorize)
             bindings, outputs = {}, {}
             for tv in scheduled.inputs:
                 if isinstance(tv, TensorView):

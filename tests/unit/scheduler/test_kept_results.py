@@ -11,7 +11,7 @@ import numpy as np
 
 from fuser_core import DataType, FusionDefinition, use_options
 from fuser_core.codegen import lower_group, print_kernel
-from fuser_core.runtime.cuda_backend import index_dtype
+from fuser_core.runtime.group_lowering import index_dtype
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
 from kernels_check import SAMPLES_DIR, check_generated_kernels, runtime_and_inputs

@@ -12,7 +12,7 @@ import numpy as np
 from fuser_core import DataType, FusionDefinition, use_options
 from fuser_core.codegen import lower_group, print_kernel
 from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
-from fuser_core.runtime.cuda_backend import index_dtype
+from fuser_core.runtime.group_lowering import index_dtype
 from fuser_core.scheduler.welford_translation import translate_welfords
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
