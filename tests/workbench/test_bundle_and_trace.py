@@ -16,10 +16,10 @@ from tui_helpers import NO_GPU, POW_SMALL, RESIZE, RESIZE_SMALL, SIZE, make_app,
 from fuser_core import FuserError
 from workbench.bundle import BUNDLE_VERSION, load_bundle, save_bundle
 from workbench.cli import main
+from workbench.diff import diff_artifacts
 from workbench.report import report_console
 from workbench.session import Session
-from workbench.tui import Launch, WorkbenchApp, content
-from workbench.tui import app as app_module
+from workbench.tui import Launch, WorkbenchApp, content, pipeline
 from workbench.tui.screens import TraceScreen
 from workbench.tui.textview import TextView
 
@@ -28,7 +28,7 @@ POW = "issue785_reduction_pow"
 
 @pytest.fixture(autouse=True)
 def fixed_cuda_reason(monkeypatch):
-    monkeypatch.setattr(app_module, "backend_problem", lambda name, model=None: NO_GPU)
+    monkeypatch.setattr(pipeline, "backend_problem", lambda name, model=None: NO_GPU)
 
 
 def two_runs() -> Session:
@@ -51,7 +51,7 @@ def tabs(session: Session) -> list[str]:
     before, after = session.previous, session.current
     assert before is not None and after is not None and after.artifacts is not None
     a = after.artifacts
-    state = content.DiffState(before, after, app_module.diff_artifacts(before.artifacts, a))
+    state = content.DiffState(before, after, diff_artifacts(before.artifacts, a))
     views = [
         content.ir_view(a),
         content.concretization_view(a),

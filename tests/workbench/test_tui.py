@@ -30,7 +30,7 @@ from tui_helpers import (
 from fuser_core import load_repro
 from workbench import cli
 from workbench.samples import SAMPLES_DIR, sample_paths
-from workbench.tui import app as app_module
+from workbench.tui import pipeline
 from workbench.tui.app import TABS, Legend
 from workbench.tui.screens import HelpScreen, bindings_table
 from workbench.tui.textview import plain_lines
@@ -41,7 +41,7 @@ OFF_EXTENTS = "T2 axis 1: Broadcast"
 
 @pytest.fixture(autouse=True)
 def fixed_cuda_reason(monkeypatch):
-    monkeypatch.setattr(app_module, "backend_problem", lambda name, model=None: NO_GPU)
+    monkeypatch.setattr(pipeline, "backend_problem", lambda name, model=None: NO_GPU)
 
 
 def drive(app, steps, size=SIZE):

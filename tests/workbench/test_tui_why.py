@@ -9,14 +9,14 @@ import asyncio
 import pytest
 from tui_helpers import NO_GPU, POW_SMALL, SIZE, make_app, settle
 
-from workbench.tui import app as app_module
+from workbench.tui import pipeline
 from workbench.tui.app import Legend
 from workbench.tui.textview import TextView
 
 
 @pytest.fixture(autouse=True)
 def fixed_cuda_reason(monkeypatch):
-    monkeypatch.setattr(app_module, "backend_problem", lambda name, model=None: NO_GPU)
+    monkeypatch.setattr(pipeline, "backend_problem", lambda name, model=None: NO_GPU)
 
 
 def drive(app, steps):
