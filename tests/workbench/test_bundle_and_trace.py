@@ -14,6 +14,7 @@ from textual.widgets import Input
 from tui_helpers import NO_GPU, POW_SMALL, RESIZE, RESIZE_SMALL, SIZE, make_app, settle, show, view_text
 
 from fuser_core import FuserError
+from workbench.artifacts import OutputArtifact
 from workbench.bundle import BUNDLE_VERSION, load_bundle, save_bundle
 from workbench.cli import main
 from workbench.diff import diff_artifacts
@@ -108,6 +109,28 @@ def test_a_bundle_from_a_newer_version_or_not_a_bundle_is_refused_clearly(tmp_pa
         load_bundle(other)
     with pytest.raises(FuserError, match="nothing to save: no run has finished"):
         save_bundle(Session.open(RESIZE), tmp_path / "none.fwb.json")
+
+
+def test_a_run_records_its_outputs_shapes_and_a_bundle_without_them_still_opens(tmp_path: Path) -> None:
+    session = two_runs()
+    assert session.current.artifacts.outputs == (OutputArtifact("T3", "float", (8, 4, 4, 3, 5)),)
+    path = save_bundle(session, tmp_path / "b.fwb.json")
+    data = json.loads(path.read_text())
+    for run in data["runs"]:
+        del run["artifacts"]["outputs"]  # as a bundle saved before runs recorded them
+    path.write_text(json.dumps(data))
+    assert load_bundle(path).session.current.artifacts.outputs == ()
+
+
+def test_session_trace_takes_the_settings_of_a_run_and_keeps_its_own() -> None:
+    session = Session.open(POW)
+    session.set_shapes(POW_SMALL)
+    shown = session.run()
+    session.set_shapes([(2, 4, 32), (2, 4, 32)])  # edited, not run
+    trace = session.trace("T3", (3, 7, 63), settings=shown.settings)
+    assert trace.shape == (4, 8, 64) and trace.value == trace.reference
+    assert session.shapes == [(2, 4, 32), (2, 4, 32)]
+    assert session.trace("T3", (1, 3, 31)).shape == (4, 8, 64)  # the current run's by default
 
 
 def run_cli(*argv: str) -> tuple[int, str]:
