@@ -4,14 +4,13 @@ the session, the CLI and the TUI."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 from pathlib import Path
 
 import pytest
 from textual.widgets import Input
-from tui_helpers import NO_GPU, POW_SMALL, RESIZE, RESIZE_SMALL, SIZE, make_app, settle, show, view_text
+from tui_helpers import NO_GPU, POW_SMALL, RESIZE, RESIZE_SMALL, drive, make_app, show, view_text
 
 from fuser_core import FuserError
 from workbench.artifacts import OutputArtifact
@@ -176,16 +175,6 @@ def test_cli_trace_errors_name_the_tensor(capsys) -> None:
     assert "unknown tensor 'T99': no segment writes it (outputs: " in capsys.readouterr().err
     assert run_cli("trace", POW, "T3", "a,b", "--shapes", "4x8x64", "4x8x64")[0] == 1
     assert "not an element index: 'a,b' (write it as 3,0,7)" in capsys.readouterr().err
-
-
-def drive(app, steps, size=SIZE):
-    async def main_():
-        async with app.run_test(size=size) as pilot:
-            await settle(pilot)
-            await steps(pilot)
-            assert app.is_running
-
-    asyncio.run(main_())
 
 
 def test_the_palette_saves_a_bundle_and_the_tui_reopens_it_with_its_banner(tmp_path: Path) -> None:

@@ -26,10 +26,12 @@ from textual.widgets import Footer, Header, Input, Select, Static, TabbedContent
 
 from workbench.tui.base import GROUP_FILTERED, TABS, Launch
 from workbench.tui.content import ALL
+from workbench.tui.irview import IRView
 from workbench.tui.legend import Legend
 from workbench.tui.palette import Palette
 from workbench.tui.sidebar import Sidebar
 from workbench.tui.textview import TextView
+from workbench.tui.trace_panel import TracePanel
 
 __all__ = ["TABS", "Launch", "Legend", "WorkbenchApp"]
 
@@ -47,7 +49,7 @@ class WorkbenchApp(Palette):
         Binding("ctrl+o", "open", "open"),
         Binding("ctrl+g", "export('graph')", "export graph", show=False),
         Binding("ctrl+e", "export('report')", "export report", show=False),
-        Binding("ctrl+t", "trace", "trace an element", show=False),
+        Binding("ctrl+t", "trace", "trace an element (on the Run tab: its trace panel)", show=False),
         Binding("ctrl+s", "export('bundle')", "save a bundle", show=False),
         Binding("q", "quit", "quit"),
         *(
@@ -80,10 +82,12 @@ class WorkbenchApp(Palette):
                 yield Select([("all groups", ALL)], id=f"{tab}-group", allow_blank=False, value=ALL)
                 if tab == "transforms":
                     yield Input(placeholder="tensor name, e.g. T3", id="transforms-tensor")
-        yield TextView(id=f"{tab}-view")
+        yield IRView(id="ir-view") if tab == "ir" else TextView(id=f"{tab}-view")
         if tab == "ir":
             yield Legend(id="legend")
             yield TextView(id="why-view")
+        if tab == "run":
+            yield TracePanel(id="trace-panel")
 
     def on_mount(self) -> None:
         self.query_one("#error").display = False

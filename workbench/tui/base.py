@@ -65,7 +65,7 @@ class WorkbenchBase(App[None]):
         self.good: RunResult | None = None  # the latest that succeeded: the tabs show it
         self.diff_state: DiffState | None = None
         self.group: int | None = None  # highlighted in the IR tab
-        self.why_mark: tuple[int, int] | None = None  # (run index, group) marked for "why not fused?"
+        self.why_mark: tuple[int, str] | None = None  # (run index, `g0` or `T10`) marked for "why not fused?"
         self.cuda_problem: str | None = None
         self.busy: str | None = "opening"  # what the worker is doing; None when idle
         self.step = "opening the script"

@@ -17,12 +17,14 @@ from workbench.samples import sample_paths
 from workbench.session import BACKENDS
 from workbench.tui.base import TABS
 from workbench.tui.export_actions import ExportActions
+from workbench.tui.irview import IRView
 from workbench.tui.legend import Legend
 from workbench.tui.pipeline import Pipeline
 from workbench.tui.screens import HelpScreen
 from workbench.tui.sidebar import DEFAULT_DEVICE, Sidebar, option_switches
 from workbench.tui.textview import TextView
 from workbench.tui.trace_actions import TraceActions
+from workbench.tui.trace_panel import TraceTargets
 from workbench.tui.why_actions import WhyActions
 
 
@@ -61,6 +63,11 @@ class Palette(Pipeline, WhyActions, TraceActions, ExportActions):
             "Trace an element…",
             "where one element of an output came from: its kernel, one block (ctrl+t)",
             self.action_trace,
+        )
+        yield SystemCommand(
+            "Trace an element in the Run tab",
+            "pick an output (or a tensor between kernels) and an index; the trace shows in the tab",
+            self.trace_in_run_tab,
         )
         yield SystemCommand(
             "Show CUDA fault", "the last run's CUDA fault: its kernels' CUDA and repro (f)", self.action_fault
@@ -115,7 +122,12 @@ class Palette(Pipeline, WhyActions, TraceActions, ExportActions):
             ),
             ("Tabs", [Binding(str((i + 1) % 10), "", f"{title} tab") for i, (_, title) in enumerate(TABS)]),
             ("Any view (IR, CUDA, ...)", list(TextView.BINDINGS)),
+            ("The IR tab's expressions (up and down pick one)", list(IRView.BINDINGS)),
             ("The IR tab's legend", list(Legend.BINDINGS)),
+            (
+                "The Run tab's trace panel",
+                [*TraceTargets.BINDINGS, Binding("enter", "", "in the index box: trace that element")],
+            ),
             ("Search bar", [Binding("enter", "", "next match"), Binding("escape", "", "close the search")]),
         ]
         self.push_screen(HelpScreen(sections))

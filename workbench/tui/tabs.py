@@ -1,7 +1,7 @@
 """What the tabs show: each tab's view filled from the shown run (workbench.tui.content
 builds it), once per change of the run or the tab's filters; the group filters of the
-per-group tabs and the group highlighted from the legend; and what a tab says before
-any run succeeded."""
+per-group tabs and the group highlighted from the legend or an expression of the IR;
+and what a tab says before any run succeeded."""
 
 from __future__ import annotations
 
@@ -13,13 +13,15 @@ from textual import on
 from textual.css.query import NoMatches
 from textual.widgets import Input, Select, TabbedContent
 
-from workbench.render.tables import presched_groups
+from workbench.render.tables import presched_exprs, presched_groups
 from workbench.tui import content
 from workbench.tui.base import GROUP_FILTERED
 from workbench.tui.content import ALL
+from workbench.tui.irview import IRView
 from workbench.tui.legend import Legend
 from workbench.tui.search import SearchBar
 from workbench.tui.textview import TextView
+from workbench.tui.trace_panel import TracePanel
 
 
 class TabViews(SearchBar):
@@ -48,6 +50,9 @@ class TabViews(SearchBar):
         view = self.query_one(f"#{tab}-view", TextView)
         keep = self._search_kept()
         view.show(self._content(tab))
+        if isinstance(view, IRView):
+            a = self.good.artifacts if self.good is not None else None
+            view.set_exprs(presched_exprs(a.presched) if a is not None else [])
         if keep:
             view.search(keep)
 
@@ -90,9 +95,11 @@ class TabViews(SearchBar):
         return content.note("nothing has run: open a script (ctrl+o) and press r")
 
     def _fill_groups(self, a: Any) -> None:
-        """The legend's rows and the group filters' choices, for a run's groups."""
+        """The legend's rows, the group filters' choices and the Run tab's tensors to
+        trace, for a run's groups."""
         ids = [g.id for g in a.groups]
         self.query_one(Legend).fill(content.legend_rows(a), ids)
+        self.query_one(TracePanel).fill(content.trace_targets(a))
         if self.group not in ids:
             self.group = None
         options = [("all groups", ALL)] + [(f"g{g.id} {g.scheduler}", g.id) for g in a.groups]
@@ -119,16 +126,31 @@ class TabViews(SearchBar):
         self._refresh("transforms")
 
     def on_legend_chosen(self, message: Legend.Chosen) -> None:
-        """A legend row chosen: its group highlighted in the IR and chosen in the group
-        filters, and the IR scrolled to it; with a tab, that tab shown."""
-        self.group = message.group
-        if message.group is not None:
-            for tab in GROUP_FILTERED:
-                self.query_one(f"#{tab}-group", Select).value = message.group
-        self._refresh("ir")
+        """A legend row chosen: its group highlighted, the IR scrolled to the group's
+        first expression; with a tab, that tab shown."""
+        self._highlight(message.group)
         if message.group is not None and self.good is not None and self.good.artifacts is not None:
             owners = presched_groups(self.good.artifacts.presched)
             if message.group in owners:
                 self.query_one("#ir-view", TextView).scroll_to_line(owners.index(message.group))
         if message.tab is not None:
             self.action_tab(message.tab)
+
+    def on_irview_chosen(self, message: IRView.Chosen) -> None:
+        """Enter on an expression of the IR: its group highlighted, the expression kept in sight."""
+        self._highlight(message.group)
+        self.query_one(IRView).scroll_to_cursor()
+
+    def on_irview_picked(self, message: IRView.Picked) -> None:
+        self._status(
+            f"{message.tensor} (g{message.group}): enter highlights g{message.group};"
+            " w marks it to ask why it was not fused with another expression or group"
+        )
+
+    def _highlight(self, group: int | None) -> None:
+        """A group highlighted in the IR and chosen in the group filters (None: no highlight)."""
+        self.group = group
+        if group is not None:
+            for tab in GROUP_FILTERED:
+                self.query_one(f"#{tab}-group", Select).value = group
+        self._refresh("ir")

@@ -1,6 +1,6 @@
-""" "Why not fused?" in the app: w on two legend rows (twice on one row: its split), or y
-to type two groups or expressions; the session asks the segmenter about the shown run
-and the answer is shown under the legend."""
+""" "Why not fused?" in the app: w on two legend rows or two expressions of the IR (twice
+on one: its group's split), or y to type two groups or expressions; the session asks
+the segmenter about the shown run and the answer is shown under the legend."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from rich.text import Text
 
 from fuser_core import FuserError
 from workbench.tui import content
+from workbench.tui.irview import IRView
 from workbench.tui.legend import Legend
 from workbench.tui.screens import AskWhyScreen
 from workbench.tui.tabs import TabViews
@@ -23,22 +24,31 @@ class WhyActions(TabViews):
             self.why_mark = None
 
     def on_legend_why_asked(self, message: Legend.WhyAsked) -> None:
-        """The first w marks a group; a second on another asks why the two are apart, on
-        the same group how it would be cut without its scheduler."""
+        self._mark_or_ask(f"g{message.group}", message.group)
+
+    def on_irview_chosen(self, message: IRView.Chosen) -> None:
+        """Escape on the IR's expression cursor: as escape in the legend."""
+        if message.group is None:
+            self.query_one("#why-view").display = False
+            self.why_mark = None
+
+    def on_irview_why_asked(self, message: IRView.WhyAsked) -> None:
+        self._mark_or_ask(message.tensor, message.group)
+
+    def _mark_or_ask(self, name: str, group: int) -> None:
+        """The first w marks a group (`g0`) or an expression (`T10`, by the tensor it
+        writes); a second on another asks why the two are apart, on the same one how
+        its group would be cut without its scheduler."""
         good = self.good
         if good is None:
             return
         mark = self.why_mark
         if mark is None or mark[0] != good.index:
-            self.why_mark = (good.index, message.group)
-            self._status(
-                f"g{message.group} marked: w on another group asks why they were not fused;"
-                f" w on g{message.group} again, how it would be split without its scheduler"
-            )
+            self.why_mark = (good.index, name)
+            self._status(_marked(name, group))
             return
         self.why_mark = None
-        second = None if mark[1] == message.group else f"g{message.group}"
-        self.ask_why(f"g{mark[1]}", second)
+        self.ask_why(mark[1], None if mark[1] == name else name)
 
     def ask_why(self, first: str, second: str | None = None) -> None:
         """Ask the segmenter about the shown run and show the answer under the legend."""
@@ -55,6 +65,7 @@ class WhyActions(TabViews):
         view = self.query_one("#why-view", TextView)
         view.display = True
         view.show(content.why_view(run, answer.lines()))
+        self.call_after_refresh(self.query_one(IRView).scroll_to_cursor)  # the IR is shorter now
         self._status(f"{answer.lines()[0]} {answer.conclusion()}")
         self._log_line(Text(f"why (run {run}): {answer.lines()[0]} {answer.conclusion()}"))
 
@@ -71,3 +82,16 @@ class WhyActions(TabViews):
             self.ask_why(names[0], names[1] if len(names) == 2 else None)
 
         self.push_screen(AskWhyScreen(), asked)
+
+
+def _marked(name: str, group: int) -> str:
+    """What the status line says once `name` (`g0`, or `T10` of group `group`) is marked."""
+    if name.startswith("g"):
+        return (
+            f"{name} marked: w on another group asks why they were not fused;"
+            f" w on {name} again, how it would be split without its scheduler"
+        )
+    return (
+        f"{name} (g{group}) marked: w on another expression or group asks why they were not fused;"
+        f" w on {name} again, how g{group} would be split without its scheduler"
+    )
