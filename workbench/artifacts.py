@@ -85,6 +85,15 @@ class EdgeArtifact:
 
 
 @dataclass(frozen=True)
+class OutputArtifact:
+    """One output of the fusion at the run's sizes (what an element trace starts from)."""
+
+    tensor: str
+    dtype: str
+    shape: tuple[int, ...] | None  # None where a size could not be evaluated
+
+
+@dataclass(frozen=True)
 class MergeReason:
     first: int
     second: int
@@ -157,6 +166,7 @@ class Artifacts:
     kernel_refusals: tuple[tuple[int, str], ...] = ()  # (group id, why codegen made no kernel for it)
     estimates: tuple[RooflineEstimate, ...] = ()  # each group's roofline estimate at the run's sizes
     choices: tuple[KernelChoice, ...] = ()  # kernel_choice: each group's candidate kernels and the one kept
+    outputs: tuple[OutputArtifact, ...] = ()  # the fusion's outputs at the run's sizes
 
     @property
     def scheduled_math(self) -> str:
@@ -209,6 +219,8 @@ def collect(
     runtime = report.runtime
     segmented = runtime.segmented
     event = report.event
+    outputs = [o for o in segmented.complete.outputs if getattr(o, "name_category", "") == "tv"]
+    shapes = _shapes_of([e.val for e in segmented.edges] + outputs, segmented, inputs)
     return Artifacts(
         runtime=runtime.name,
         device=runtime.compiled.device.name,
@@ -227,7 +239,7 @@ def collect(
         segmenter_log=print_segmenter_log(segmented),
         scheduler_params=print_scheduler_params(segmented, runtime.name),
         groups=tuple(_group(g, runtime.name) for g in segmented.groups),
-        edges=_edges(segmented, inputs),
+        edges=_edges(segmented, shapes),
         reasons=tuple(
             MergeReason(r.first, r.second, r.category.value, r.summary, tuple(x.line() for x in r.rejections))
             for r in segmented.reasons
@@ -245,6 +257,7 @@ def collect(
         compiles=tuple(report.compiles),
         estimates=tuple(report.estimates),
         choices=tuple(report.choices),
+        outputs=tuple(OutputArtifact(f"T{tv.name}", tv.dtype.cuda, shapes.get(id(tv))) for tv in outputs),
     )
 
 
@@ -274,8 +287,7 @@ def _group(group: Any, runtime_name: str) -> GroupArtifact:
     )
 
 
-def _edges(segmented: SegmentedFusion, inputs: Sequence[Any]) -> tuple[EdgeArtifact, ...]:
-    shapes = _shapes_of([e.val for e in segmented.edges], segmented, inputs)
+def _edges(segmented: SegmentedFusion, shapes: dict[int, tuple[int, ...]]) -> tuple[EdgeArtifact, ...]:
     return tuple(
         EdgeArtifact(
             e.producer, e.consumer, f"T{e.val.name}", e.val.dtype.cuda, shapes.get(id(e.val)), e.val.dtype.itemsize
@@ -285,7 +297,8 @@ def _edges(segmented: SegmentedFusion, inputs: Sequence[Any]) -> tuple[EdgeArtif
 
 
 def _shapes_of(tensors: Sequence[Any], segmented: SegmentedFusion, inputs: Sequence[Any]) -> dict[int, tuple[int, ...]]:
-    """The run's sizes of the tensors handed between kernels, from the bound inputs."""
+    """The run's sizes of `tensors` (those handed between kernels, the fusion's outputs),
+    from the bound inputs."""
     if not tensors:
         return {}
     complete = segmented.complete

@@ -372,14 +372,18 @@ class Session:
     def settings(self) -> RunSettings:
         return RunSettings(self.definition, tuple(self.shapes), tuple(self.scalars), self.options, self.seed)
 
-    def input_specs(self) -> list[Any]:
-        shapes, scalars = iter(self.shapes), iter(self.scalars)
+    def input_specs(
+        self, shapes: Sequence[tuple[int, ...]] | None = None, scalars: Sequence[Any] | None = None
+    ) -> list[Any]:
+        """The inputs' specs at the session's shapes and scalars, or at those given."""
+        shapes_left = iter(self.shapes if shapes is None else shapes)
+        scalars_left = iter(self.scalars if scalars is None else scalars)
         specs: list[Any] = []
         for slot in self.slots:
             if slot.rank is None:
-                specs.append(ScalarSpec(next(scalars)))
+                specs.append(ScalarSpec(next(scalars_left)))
             else:
-                specs.append(resized_spec(slot.spec, next(shapes)))
+                specs.append(resized_spec(slot.spec, next(shapes_left)))
         return specs
 
     def repro_script(self, enable: Iterable[str] = ()) -> str:
@@ -453,7 +457,7 @@ class Session:
         assert result.artifacts is not None and result.asker is not None
         ids = [group_of(name, result.artifacts) for _, name in refs]
         if len(ids) == 2 and ids[0] == ids[1]:
-            raise FuserError(f"{first} and {second} are both in g{ids[0]}: one kernel already")
+            raise FuserError(f"{refs[0][1]} and {refs[1][1]} are both in g{ids[0]}: one kernel already")
         return ask(result.asker, ids[0], ids[1] if len(ids) == 2 else None)
 
     def _kept(self, run: int | None) -> RunResult:
@@ -476,18 +480,15 @@ class Session:
             raise FuserError(f"run {result.index + 1} failed: there is no segmentation to ask about")
         return result
 
-    def trace(self, tensor: str, index: Sequence[int]) -> ElementTrace:
-        """Where `tensor[index]` came from, with the settings of the current run (the
-        session's own when there is none): the kernel that writes it interpreted for the
-        block that writes it (fuser_core's trace_element)."""
-        settings = self.current.settings if self.current is not None else self.settings()
+    def trace(self, tensor: str, index: Sequence[int], settings: RunSettings | None = None) -> ElementTrace:
+        """Where `tensor[index]` came from, with `settings` (by default the current run's,
+        or the session's own when there is none; the TUI passes those of the run it
+        shows): the kernel that writes it interpreted for the block that writes it
+        (fuser_core's trace_element)."""
+        if settings is None:
+            settings = self.current.settings if self.current is not None else self.settings()
         loaded = self.script.definition(settings.definition)
-        kept = (self.shapes, self.scalars)
-        self.shapes, self.scalars = list(settings.shapes), list(settings.scalars)
-        try:
-            specs = self.input_specs()
-        finally:
-            self.shapes, self.scalars = kept
+        specs = self.input_specs(settings.shapes, settings.scalars)  # the session's own stay as they are
         inputs = _materialize(specs, settings.seed, self.max_input_bytes, loaded.name)
         opts = settings.options
         with use_options(enable=sorted(opts.enable), disable=sorted(opts.disable), device_model=opts.device_model):

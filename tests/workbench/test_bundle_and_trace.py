@@ -4,22 +4,22 @@ the session, the CLI and the TUI."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 from pathlib import Path
 
 import pytest
 from textual.widgets import Input
-from tui_helpers import NO_GPU, POW_SMALL, RESIZE, RESIZE_SMALL, SIZE, make_app, settle, show, view_text
+from tui_helpers import NO_GPU, POW_SMALL, RESIZE, RESIZE_SMALL, drive, make_app, show, view_text
 
 from fuser_core import FuserError
+from workbench.artifacts import OutputArtifact
 from workbench.bundle import BUNDLE_VERSION, load_bundle, save_bundle
 from workbench.cli import main
+from workbench.diff import diff_artifacts
 from workbench.report import report_console
 from workbench.session import Session
-from workbench.tui import Launch, WorkbenchApp, content
-from workbench.tui import app as app_module
+from workbench.tui import Launch, WorkbenchApp, content, pipeline
 from workbench.tui.screens import TraceScreen
 from workbench.tui.textview import TextView
 
@@ -28,7 +28,7 @@ POW = "issue785_reduction_pow"
 
 @pytest.fixture(autouse=True)
 def fixed_cuda_reason(monkeypatch):
-    monkeypatch.setattr(app_module, "backend_problem", lambda name, model=None: NO_GPU)
+    monkeypatch.setattr(pipeline, "backend_problem", lambda name, model=None: NO_GPU)
 
 
 def two_runs() -> Session:
@@ -51,7 +51,7 @@ def tabs(session: Session) -> list[str]:
     before, after = session.previous, session.current
     assert before is not None and after is not None and after.artifacts is not None
     a = after.artifacts
-    state = content.DiffState(before, after, app_module.diff_artifacts(before.artifacts, a))
+    state = content.DiffState(before, after, diff_artifacts(before.artifacts, a))
     views = [
         content.ir_view(a),
         content.concretization_view(a),
@@ -110,6 +110,28 @@ def test_a_bundle_from_a_newer_version_or_not_a_bundle_is_refused_clearly(tmp_pa
         save_bundle(Session.open(RESIZE), tmp_path / "none.fwb.json")
 
 
+def test_a_run_records_its_outputs_shapes_and_a_bundle_without_them_still_opens(tmp_path: Path) -> None:
+    session = two_runs()
+    assert session.current.artifacts.outputs == (OutputArtifact("T3", "float", (8, 4, 4, 3, 5)),)
+    path = save_bundle(session, tmp_path / "b.fwb.json")
+    data = json.loads(path.read_text())
+    for run in data["runs"]:
+        del run["artifacts"]["outputs"]  # as a bundle saved before runs recorded them
+    path.write_text(json.dumps(data))
+    assert load_bundle(path).session.current.artifacts.outputs == ()
+
+
+def test_session_trace_takes_the_settings_of_a_run_and_keeps_its_own() -> None:
+    session = Session.open(POW)
+    session.set_shapes(POW_SMALL)
+    shown = session.run()
+    session.set_shapes([(2, 4, 32), (2, 4, 32)])  # edited, not run
+    trace = session.trace("T3", (3, 7, 63), settings=shown.settings)
+    assert trace.shape == (4, 8, 64) and trace.value == trace.reference
+    assert session.shapes == [(2, 4, 32), (2, 4, 32)]
+    assert session.trace("T3", (1, 3, 31)).shape == (4, 8, 64)  # the current run's by default
+
+
 def run_cli(*argv: str) -> tuple[int, str]:
     out = io.StringIO()
     return main(list(argv), out=out), out.getvalue()
@@ -153,16 +175,6 @@ def test_cli_trace_errors_name_the_tensor(capsys) -> None:
     assert "unknown tensor 'T99': no segment writes it (outputs: " in capsys.readouterr().err
     assert run_cli("trace", POW, "T3", "a,b", "--shapes", "4x8x64", "4x8x64")[0] == 1
     assert "not an element index: 'a,b' (write it as 3,0,7)" in capsys.readouterr().err
-
-
-def drive(app, steps, size=SIZE):
-    async def main_():
-        async with app.run_test(size=size) as pilot:
-            await settle(pilot)
-            await steps(pilot)
-            assert app.is_running
-
-    asyncio.run(main_())
 
 
 def test_the_palette_saves_a_bundle_and_the_tui_reopens_it_with_its_banner(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from fuser_core import load_repro
 from workbench import cli
 from workbench import session as session_module
 from workbench.session import RunOptions, Session
-from workbench.tui import app as app_module
+from workbench.tui import pipeline
 from workbench.tui.screens import FaultScreen
 from workbench.tui.textview import TextView
 
@@ -40,7 +40,7 @@ def device(monkeypatch) -> FakeDevice:
     fake = FakeDevice()
     install(monkeypatch, fake)
     monkeypatch.setitem(session_module.BACKENDS, "cuda", lambda model: FakeCudaBackend())
-    monkeypatch.setattr(app_module, "backend_problem", lambda name, model=None: NO_GPU)
+    monkeypatch.setattr(pipeline, "backend_problem", lambda name, model=None: NO_GPU)
     return fake
 
 

@@ -204,3 +204,15 @@ def test_the_kernel_views_give_each_groups_reason_from_codegen(pow_run):
     note = "no kernels generated yet: g0 no generated kernel for expr_eval groups"
     assert refused.kernels_note == note
     assert plain(render_dump("cuda_kernel", refused)).startswith(note)
+
+
+def test_presched_exprs_gives_each_expression_its_lines_group_and_first_tensor(pow_run):
+    from workbench.render.tables import ExprLines, presched_exprs
+
+    a = pow_run.artifacts
+    exprs = presched_exprs(a.presched)
+    assert exprs == [ExprLines(8, 10, 0, "T4"), ExprLines(10, 13, 1, "T3")]
+    lines = a.presched.splitlines()
+    assert lines[8].startswith("T4_g[") and lines[9].lstrip().startswith("= reduction(")
+    assert lines[12].strip() == ", double(3));" and lines[13] == "} // %kernel_math"
+    assert [e.tensor for e in exprs] == [x.outputs[0] for x in a.exprs]

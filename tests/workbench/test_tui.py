@@ -5,7 +5,6 @@ help, search, legend and exports do what they say."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 import shutil
 from pathlib import Path
@@ -18,8 +17,8 @@ from tui_helpers import (
     POW_SMALL,
     RESIZE,
     RESIZE_SMALL,
-    SIZE,
     banner,
+    drive,
     make_app,
     settle,
     show,
@@ -30,7 +29,7 @@ from tui_helpers import (
 from fuser_core import load_repro
 from workbench import cli
 from workbench.samples import SAMPLES_DIR, sample_paths
-from workbench.tui import app as app_module
+from workbench.tui import pipeline
 from workbench.tui.app import TABS, Legend
 from workbench.tui.screens import HelpScreen, bindings_table
 from workbench.tui.textview import plain_lines
@@ -41,19 +40,7 @@ OFF_EXTENTS = "T2 axis 1: Broadcast"
 
 @pytest.fixture(autouse=True)
 def fixed_cuda_reason(monkeypatch):
-    monkeypatch.setattr(app_module, "backend_problem", lambda name, model=None: NO_GPU)
-
-
-def drive(app, steps, size=SIZE):
-    """Run `steps(pilot)` against the app at a fixed terminal size."""
-
-    async def main():
-        async with app.run_test(size=size) as pilot:
-            await settle(pilot)
-            await steps(pilot)
-            assert app.is_running
-
-    asyncio.run(main())
+    monkeypatch.setattr(pipeline, "backend_problem", lambda name, model=None: NO_GPU)
 
 
 def test_toggling_concretize_resize_extents_turns_the_extents_symbolic_and_back_in_concretization_and_diff():

@@ -8,12 +8,12 @@ import asyncio
 import pytest
 from tui_helpers import NO_GPU, POW_SMALL, SIZE, make_app, settle, show
 
-from workbench.tui import app as app_module
+from workbench.tui import pipeline
 
 
 @pytest.fixture(autouse=True)
 def fixed_cuda_reason(monkeypatch):
-    monkeypatch.setattr(app_module, "backend_problem", lambda name, model=None: NO_GPU)
+    monkeypatch.setattr(pipeline, "backend_problem", lambda name, model=None: NO_GPU)
 
 
 def test_the_run_tab_shows_the_roofline_estimate_of_every_kernel_without_a_gpu():

@@ -10,12 +10,12 @@ from __future__ import annotations
 import pytest
 from tui_helpers import NO_GPU, POW_SMALL, RESIZE, RESIZE_SMALL, SIZE, make_app, settle, type_into
 
-from workbench.tui import app as app_module
+from workbench.tui import pipeline
 
 
 @pytest.fixture(autouse=True)
 def fixed_cuda_reason(monkeypatch):
-    monkeypatch.setattr(app_module, "backend_problem", lambda name, model=None: NO_GPU)
+    monkeypatch.setattr(pipeline, "backend_problem", lambda name, model=None: NO_GPU)
 
 
 async def still(pilot) -> None:

@@ -3,6 +3,8 @@ what a tab shows as plain text."""
 
 from __future__ import annotations
 
+import asyncio
+
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
@@ -21,6 +23,18 @@ def make_app(script: str, shapes=None, export_dir=None, **options) -> WorkbenchA
     if export_dir is not None:
         launch.export_dir = export_dir
     return WorkbenchApp(launch)
+
+
+def drive(app: WorkbenchApp, steps, size=SIZE) -> None:
+    """Run `steps(pilot)` against the app at a fixed terminal size, once it has settled."""
+
+    async def main() -> None:
+        async with app.run_test(size=size) as pilot:
+            await settle(pilot)
+            await steps(pilot)
+            assert app.is_running
+
+    asyncio.run(main())
 
 
 async def settle(pilot: Pilot) -> None:

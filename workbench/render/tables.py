@@ -4,6 +4,7 @@ launches and timings, the cache event and the correctness check."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -16,6 +17,7 @@ from workbench.diff import format_seconds
 from workbench.render.text import GROUP_COLORS, IR_HIGHLIGHTER, ir_text
 
 MARKER = re.compile(r"  // g(\d+) (\w+)$")
+_WRITES = re.compile(r"^(T\d+)_")  # the first tensor an expression's line writes
 
 
 def group_color(group_id: int) -> str:
@@ -41,6 +43,34 @@ def presched_groups(presched: str) -> list[int | None]:
             owner = None
         owners.append(owner)
     return owners
+
+
+@dataclass(frozen=True)
+class ExprLines:
+    """One expression of the pre-scheduled IR's math: its lines [start, end), its
+    segment, and the first tensor it writes (`T10`)."""
+
+    start: int
+    end: int
+    group: int
+    tensor: str
+
+
+def presched_exprs(presched: str) -> list[ExprLines]:
+    """The expressions of the pre-scheduled IR's math, in the lines `presched_ir` draws
+    (each starts at its segment marker, its indented continuation lines follow)."""
+    found: list[ExprLines] = []
+    owners = presched_groups(presched)
+    lines = presched.splitlines()
+    for index, owner in enumerate(owners):
+        if owner is None:
+            continue
+        written = _WRITES.match(lines[index])
+        if written is not None and MARKER.search(lines[index]):
+            found.append(ExprLines(index, index + 1, owner, written.group(1)))
+        elif found and found[-1].end == index:
+            found[-1] = replace(found[-1], end=index + 1)
+    return found
 
 
 def presched_ir(presched: str, highlight: int | None = None) -> Text:

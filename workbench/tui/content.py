@@ -16,7 +16,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from fuser_core import KernelArtifact, LaunchRecord
+from fuser_core import ElementTrace, KernelArtifact, LaunchRecord
 from workbench.artifacts import Artifacts, GroupArtifact, TransformBlock
 from workbench.diff import RunDiff, format_seconds
 from workbench.render import code_text, ir_text
@@ -38,6 +38,7 @@ from workbench.render.tables import (
     whole_fusion_note,
 )
 from workbench.render.text import rule
+from workbench.render.trace import render_trace
 from workbench.session import REFERENCE, RunResult, RunSettings
 
 ALL = -1  # the group filter that shows every group
@@ -328,5 +329,49 @@ def why_view(run: int, lines: Sequence[str]) -> RenderableType:
         if " accepts" in line and line.startswith("  ") and not line.startswith("   "):
             style = "green"
         text.append(line + "\n", style=style)
-    hint = f"run {run}: ask again with w on two legend rows or y; escape in the legend closes this"
+    hint = f"run {run}: ask again with w on two legend rows or two IR expressions, or y; escape closes this"
     return Group(Text(hint, style="dim"), text)
+
+
+# -- element traces ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TraceTarget:
+    """A tensor whose elements the Run tab traces: an output of the fusion, or a tensor
+    handed between kernels, with the group that writes it."""
+
+    tensor: str
+    shape: tuple[int, ...] | None
+    dtype: str
+    group: int | None
+    role: str  # "fusion output", or the groups it is handed to
+
+    @property
+    def first_index(self) -> str:
+        """Its first element's index as typed (`0,0,0`; empty for a 0-D tensor)."""
+        return ",".join("0" for _ in self.shape) if self.shape is not None else ""
+
+    def row(self) -> tuple[str, str, str, str, str]:
+        shape = "x".join(map(str, self.shape)) if self.shape else ("0-D" if self.shape == () else "?")
+        return self.tensor, shape, self.dtype, f"g{self.group}" if self.group is not None else "-", self.role
+
+
+def trace_targets(a: Artifacts) -> list[TraceTarget]:
+    """The fusion's outputs, then the tensors handed between kernels (each once)."""
+    writers = {t: g.id for g in a.groups for t in g.outputs}
+    targets = [TraceTarget(o.tensor, o.shape, o.dtype, writers.get(o.tensor), "fusion output") for o in a.outputs]
+    seen = {t.tensor for t in targets}
+    for e in a.edges:
+        if e.tensor in seen:
+            continue
+        seen.add(e.tensor)
+        to = ", ".join(f"g{c}" for c in sorted({x.consumer for x in a.edges if x.tensor == e.tensor}))
+        targets.append(TraceTarget(e.tensor, e.shape, e.dtype, e.producer, f"between kernels: to {to}"))
+    return targets
+
+
+def trace_view(run: int, trace: ElementTrace) -> RenderableType:
+    """Where one element of run `run` came from (workbench.render.trace)."""
+    hint = f"run {run}: enter on another tensor or another index traces again"
+    return Group(Text(hint, style="dim"), render_trace(trace))

@@ -26,7 +26,9 @@ GUIDE = (
     "Edit shapes, scalars and options in the sidebar, then press r: the run happens in the background and every "
     "tab fills in. The Diff tab compares each stage with the previous run. ctrl+p holds every action (toggle an "
     "option, export the graph, a report or the dumps, open a file or a sample). Select a group in the IR tab's "
-    "legend to highlight its expressions and jump to its transforms, scheduled IR, kernel IR or CUDA."
+    "legend to highlight its expressions and jump to its transforms, scheduled IR, kernel IR or CUDA; up and down "
+    "in the IR pick an expression, and w on two groups or expressions asks why they were not fused. The Run tab "
+    "traces an element of an output: pick the tensor, give its index."
 )
 
 
