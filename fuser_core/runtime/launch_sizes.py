@@ -13,7 +13,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.errors import FuserError
@@ -24,31 +23,88 @@ from fuser_core.runtime.artifacts import LaunchParams
 def evaluate(
     node: k.Node, sizes: Mapping[str, Sequence[int]], strides: Mapping[str, Sequence[int]], scalars: Mapping[str, Any]
 ) -> int:
+    """The value of an index expression (integer arithmetic as C's: `/` and `%` truncate),
+    with the comparisons, selects and clamps a slice's run-time bounds are made of."""
+    value = _value(node, sizes, strides, scalars)
+    return int(value)
+
+
+def _value(
+    node: k.Node, sizes: Mapping[str, Sequence[int]], strides: Mapping[str, Sequence[int]], scalars: Mapping[str, Any]
+) -> Any:
+    def of(x: k.Node) -> Any:
+        return _value(x, sizes, strides, scalars)
+
     if isinstance(node, k.Const):
-        return int(node.value)
+        return node.value
     if isinstance(node, k.TensorField):
         table = sizes if node.field == "logical_size" else strides
         return int(table[node.tensor][node.axis])
     if isinstance(node, k.ScalarParam):
-        return int(scalars[node.name])
+        return scalars[node.name]
     if isinstance(node, k.Bin):
-        a, b = evaluate(node.a, sizes, strides, scalars), evaluate(node.b, sizes, strides, scalars)
-        if node.op == "+":
-            return a + b
-        if node.op == "-":
-            return a - b
-        if node.op == "*":
-            return a * b
-        if node.op == "/":
-            return int(a / b) if b else 0
-        if node.op == "%":
-            return int(np.fmod(a, b)) if b else 0
-    if isinstance(node, k.Call) and node.fn == "ceilDiv":
-        a, b = (evaluate(x, sizes, strides, scalars) for x in node.args)
-        return -(-a // b)
+        if node.op in _LOGICAL:
+            return _LOGICAL[node.op](lambda: of(node.a), lambda: of(node.b))
+        a, b = of(node.a), of(node.b)
+        if node.op in _BINARY:
+            return _BINARY[node.op](a, b)
+    if isinstance(node, k.Un) and node.op in _UNARY:
+        return _UNARY[node.op](of(node.a))
+    if isinstance(node, k.Call):
+        if node.fn == "where" and len(node.args) == 3:
+            cond, yes, no = node.args
+            return of(yes) if of(cond) else of(no)
+        if node.fn in _CALLS:
+            return _CALLS[node.fn](*(of(x) for x in node.args))
     if isinstance(node, k.Cast):
-        return evaluate(node.a, sizes, strides, scalars)
+        inner = of(node.a)
+        if node.dtype.is_boolean:
+            return bool(inner)
+        return int(inner) if node.dtype.is_integral else inner
     raise FuserError(f"cannot evaluate {k.expr_text(node)} on the host", op="launch")
+
+
+def _c_div(a: Any, b: Any) -> Any:
+    if isinstance(a, float) or isinstance(b, float):
+        return a / b if b else 0
+    if not b:
+        return 0
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
+
+
+def _c_mod(a: Any, b: Any) -> Any:
+    if isinstance(a, float) or isinstance(b, float):
+        return math.fmod(a, b) if b else 0
+    return a - _c_div(a, b) * b if b else 0
+
+
+_BINARY = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": _c_div,
+    "%": _c_mod,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
+_LOGICAL = {
+    "&&": lambda a, b: bool(a()) and bool(b()),
+    "||": lambda a, b: bool(a()) or bool(b()),
+}
+_UNARY = {"-": lambda a: -a, "!": lambda a: not a, "~": lambda a: ~int(a)}
+_CALLS = {
+    "ceilDiv": lambda a, b: -(-a // b) if b else 0,
+    "fmax": max,
+    "fmin": min,
+    "max": max,
+    "min": min,
+    "abs": abs,
+}
 
 
 def launch_params(
