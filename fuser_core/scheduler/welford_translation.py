@@ -58,8 +58,12 @@ def translate_welfords(fusion: Fusion) -> dict[int, TensorView]:
             centered = arith.binary(BinaryOpType.Sub, x, broadcast(mean, flags))  # type: ignore[arg-type]
             squares = arith.binary(BinaryOpType.Mul, centered, centered)
             deviations = reduction(BinaryOpType.Add, squares, axes)  # type: ignore[arg-type]
+        reference = avg.name
         for old, new in ((avg, mean), (var_sum, deviations)):
             fusion.replace_val(old, new)  # type: ignore[arg-type]
+            # The results keep the Welford outputs' names: a group's outputs are bound to
+            # the complete fusion's tensors, and its dumps name them, by name.
+            old.name, new.name = new.name, old.name  # type: ignore[union-attr]
         fusion.remove_expr(expr)
-        replaced[avg.name] = total
+        replaced[reference] = total
     return replaced

@@ -123,3 +123,21 @@ def test_a_half_sum_adds_its_partials_in_float_on_the_device():
     exact = x.astype(np.float64).sum(axis=0, keepdims=True)
     # one rounding to Half of a float sum: within one Half step of the exact sum
     np.testing.assert_allclose(_host(got, DataType.Half).astype(np.float64), exact, rtol=2**-10, atol=2**-10)
+
+
+def test_a_double_rounds_once_to_half_and_bfloat16():
+    # through float a double just above a Half (bf16) midpoint lands on the midpoint and
+    # rounds to even: double rounding; one cvt from f64 rounds it up, as NumPy does
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Double)
+        fd.add_output(fd.ops.cast(t0, dtype=DataType.Half))
+        fd.add_output(fd.ops.cast(t0, dtype=DataType.BFloat16))
+    x = np.array([1 + 2.0**-11 + 2.0**-40, 1 + 2.0**-8 + 2.0**-40, -(1 + 2.0**-11 + 2.0**-40)])
+    with use_options(backend="cuda"):
+        half, bf16 = fd.execute([_to_device(x)])
+    np.testing.assert_array_equal(_host(half, DataType.Half), x.astype(np.float16))
+    assert float(_host(half, DataType.Half)[0]) == 1 + 2.0**-10
+    np.testing.assert_array_equal(
+        _host(bf16, DataType.BFloat16).astype(np.float64), x.astype(DataType.BFloat16.numpy).astype(np.float64)
+    )
+    assert float(_host(bf16, DataType.BFloat16)[1]) == 1 + 2.0**-7

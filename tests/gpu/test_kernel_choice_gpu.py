@@ -64,8 +64,9 @@ def _check_outputs(fd: FusionDefinition, inputs: list[np.ndarray], outputs: list
                 _compare(g.astype(np.asarray(e).dtype), e, what, tv.dtype)
 
 
-def _check_choice(fd: FusionDefinition, labels: list[str] | None) -> None:
-    reports = list(fd.executor_cache.reports)[-RUNS:]
+def _check_choice(reports: list, labels: list[str] | None) -> None:
+    """`reports`: the RUNS reports of the runs with the choice on (taken before the
+    reference run that checks the outputs adds its own)."""
     (choice,) = reports[-1].choices
     names = [c.kernel for c in choice.candidates]
     print(f"\n{reports[2 * TRIALS].choices[0].line()}")
@@ -98,8 +99,9 @@ def test_both_candidates_compile_agree_with_the_reference_and_the_fastest_is_kep
         assert all(r.choices == () for r in fd.executor_cache.reports)
         return
     outputs = _run_with_choice(fd, [x])
+    reports = list(fd.executor_cache.reports)[-RUNS:]
     _check_outputs(fd, [x], outputs, rtol_long=True)
-    _check_choice(fd, labels)
+    _check_choice(reports, labels)
 
 
 CHOICE_SAMPLES = ["softmax", "layer_norm_fwd", "rms_norm_fwd", "var_mean", "issue785_reduction_pow", "layer_norm_bwd"]
@@ -113,8 +115,9 @@ def test_the_samples_with_candidates_choose_and_stay_right_at_the_shrunk_sizes(n
     if any(x.dtype == DataType.BFloat16.numpy for x in inputs if isinstance(x, np.ndarray)):
         pytest.importorskip("torch")
     outputs = _run_with_choice(fd, inputs)
+    last = fd.executor_cache.last_report
     _check_outputs(fd, inputs, outputs, rtol_long=False)
-    for choice in fd.executor_cache.last_report.choices:
+    for choice in last.choices:
         print(f"\n{name}: {choice.line()}")
         assert choice.state == "kept" and choice.speedup is not None and choice.speedup >= 1
 

@@ -85,8 +85,11 @@ def test_translation_replaces_the_outputs_and_keeps_their_dtypes():
         fd.add_output(mean)
     fusion = fd.fusion
     welford = next(e for e in fusion.exprs() if isinstance(e, WelfordOp))
+    names = [o.name for o in fusion.outputs]
+    avg_name = welford.outputs[0].name
     sums = translate_welfords(fusion)
-    assert list(sums) == [welford.outputs[0].name]
+    assert list(sums) == [avg_name]
+    assert [o.name for o in fusion.outputs] == names  # the results keep the outputs' names
     assert not any(isinstance(e, WelfordOp) for e in fusion.exprs())
     assert [o.dtype for o in fusion.outputs] == [DataType.Double, DataType.Double]
     x = RNG.standard_normal((3, 4, 5))
@@ -94,3 +97,24 @@ def test_translation_replaces_the_outputs_and_keeps_their_dtypes():
         got_var, got_mean = fd.execute([x])
     np.testing.assert_allclose(got_var, x.reshape(3, -1).var(axis=1, ddof=1), rtol=1e-12)
     np.testing.assert_allclose(got_mean, x.reshape(3, -1).mean(axis=1), rtol=1e-12)
+
+
+def test_the_translated_group_writes_the_outputs_the_complete_fusion_names():
+    # the backend binds a group's outputs to the complete fusion's tensors by name: the
+    # translated mean and variance keep the Welford outputs' names (they got new ones,
+    # and the cuda backend found no T1 to return)
+    x = RNG.standard_normal((4, 256)).astype(np.float32)
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        var, mean = fd.ops.var_mean(t0, dims=[1], correction=1)
+        fd.add_output(var)
+        fd.add_output(mean)
+        fd.add_output(fd.ops.sub(t0, fd.ops.broadcast_in_dim(mean, shape=fd.ops.shape(t0), broadcast_dims=[0])))
+
+    runtime, _ = _runtime(build, [x])
+    (group,) = runtime.segmented.groups
+    assert group.params.welford_translated
+    complete = {tv.name for tv in runtime.segmented.complete.outputs}
+    assert {tv.name for tv in group.fusion.outputs} == complete
+    assert check_generated_kernels(runtime, [x])
