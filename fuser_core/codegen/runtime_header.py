@@ -56,20 +56,11 @@ __device__ __forceinline__ __bfloat __float2bfloat(const float f) {
 __device__ __forceinline__ float __bfloat2float(const __bfloat b) {
   return __uint_as_float(static_cast<unsigned int>(b.x) << 16);
 }
-// From double in one rounding (through float it would round twice).
+// From double in one rounding, as NumPy (through float it would round twice).
 __device__ __forceinline__ __half __double2half(const double d) {
   __half h;
   asm("{ cvt.rn.f16.f64 %0, %1; }\n" : "=h"(h.x) : "d"(d));
   return h;
-}
-__device__ __forceinline__ __bfloat __double2bfloat(const double d) {
-#if __CUDA_ARCH__ >= 900
-  __bfloat b;
-  asm("{ cvt.rn.bf16.f64 %0, %1; }\n" : "=h"(b.x) : "d"(d));
-  return b;
-#else
-  return __float2bfloat(static_cast<float>(d));  // no direct conversion before sm_90
-#endif
 }
 
 template <typename T> __device__ __forceinline__ T where(bool c, T a, T b) { return c ? a : b; }
