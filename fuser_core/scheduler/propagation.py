@@ -77,21 +77,40 @@ def narrowed_tensors(steps: Sequence[Step]) -> list[TensorView]:
     window, not their whole extent), and every tensor reached from one of them. Such a
     tensor can be computed where it is used, but not written whole to global memory."""
     narrowed: dict[int, TensorView] = {}
+    padded: set[int] = set()  # reached from the reference back through a pad or a cat
     for step in steps:  # in the order they are reached: a step's source comes first
-        if id(step.source) in narrowed or (step.producer_side and _slices(step.source)):
+        if id(step.source) in padded or (step.producer_side and _pads(step.source)):
+            padded.add(id(step.target))
+        # A window of an expanded axis narrows nothing (its one element is all the axis
+        # holds), unless a pad or cat came first: then the window's first index is not the
+        # loops' first valid one, where an expanded output is written once.
+        expanded_too = id(step.source) in padded
+        if id(step.source) in narrowed or (step.producer_side and _slices(step.source, expanded_too)):
             narrowed[id(step.target)] = step.target
     return list(narrowed.values())
 
 
-def _slices(tv: TensorView) -> bool:
+def _slices(tv: TensorView, expanded_too: bool = False) -> bool:
     """Whether `tv` is made by a resize that may drop elements: a slice, or a pad by a
-    negative or run-time width."""
+    negative or run-time width (of an expanded axis only if `expanded_too`)."""
     domain = tv.domain
     for expr in transforms_between(domain.maybe_root, domain.logical):
-        if not isinstance(expr, Resize) or expr.inputs[0].is_broadcast:  # type: ignore[attr-defined]
+        if not isinstance(expr, Resize) or (expr.inputs[0].is_broadcast and not expanded_too):  # type: ignore[attr-defined]
             continue  # a window of an expanded axis holds the one element all of it stores
         if not all(_at_least_zero(w) for w in (expr.left, expr.right)):
             return True
+    return False
+
+
+def _pads(tv: TensorView) -> bool:
+    """Whether `tv` is made by a resize that may add elements before its input's: a pad
+    or a cat's piece (a left width not known to be at most zero)."""
+    domain = tv.domain
+    for expr in transforms_between(domain.maybe_root, domain.logical):
+        if isinstance(expr, Resize):
+            left = expr.left
+            if not (left.is_const and isinstance(left.value, int) and left.value <= 0):
+                return True
     return False
 
 

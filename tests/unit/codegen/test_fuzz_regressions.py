@@ -355,3 +355,22 @@ def test_an_output_written_after_a_grid_reduction_closes_is_written_by_the_first
     total, same = _check_kernels_codegen_takes(build, [x0, x1])
     np.testing.assert_array_equal(total, x1.sum(axis=1))
     np.testing.assert_array_equal(same, x0)
+
+
+def test_an_expanded_output_upstream_of_slices_of_its_expanded_axis_gets_its_own_kernel():
+    # expand(t0) as an output, its comparison sliced at 15 and catted and padded as the
+    # other: the expanded output was to be written where its sliced index was first valid,
+    # which the padded loops never reached, so it was not written at all (seed 6 case 4200)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[1, 1, 1], contiguity=[None, None, None], dtype=DataType.Float)
+        t5 = fd.ops.expand(t0, shape=[64, 33, 2])
+        t6 = fd.ops.ge(t5, t0)
+        t10 = fd.ops.slice(t6, start_indices=[0, 0, 0], end_indices=[64, 15, 2])
+        t12 = fd.ops.slice(t6, start_indices=[0, 15, 0], end_indices=[64, 33, 2])
+        fd.add_output(fd.ops.pad(fd.ops.cat([t12, t10], dim=1), pad_widths=[1, 2, 2, 4], value=True))
+        fd.add_output(t5)
+
+    x = RNG.standard_normal((1, 1, 1)).astype(np.float32)
+    padded, expanded = _check_kernels_codegen_takes(build, [x])
+    assert (expanded == x[0, 0, 0]).all() and expanded.shape == (64, 33, 2)
+    assert padded.shape == (64, 39, 5) and padded.all()
