@@ -308,7 +308,9 @@ class CpuRunner:
             got = to_numpy(torch, outs[k])
             precision = computed_precision(program, out.vid)
             moved = [to_numpy(torch, n[k]) for n in nudged]
-            problem = compare(got, to_numpy(torch, want[k]), to_numpy(torch, wide[k]), dtype, loose(program), precision, moved)
+            problem = compare(
+                got, to_numpy(torch, want[k]), to_numpy(torch, wide[k]), dtype, loose(program), precision, moved
+            )
             if problem is not None:
                 return "mismatch", f"reference backend against torch, output {k} ({dtype}): {problem}"
         return None

@@ -32,8 +32,8 @@ integer or bool element whose nudged values differ).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -105,7 +105,10 @@ def nudge_patterns(program: Program) -> list[tuple[int, ...]]:
         return []
     patterns = [(1,) * count, (-1,) * count]
     if count > 1:
-        patterns += [tuple(1 if i % 2 == 0 else -1 for i in range(count)), tuple(-1 if i % 2 == 0 else 1 for i in range(count))]
+        patterns += [
+            tuple(1 if i % 2 == 0 else -1 for i in range(count)),
+            tuple(-1 if i % 2 == 0 else 1 for i in range(count)),
+        ]
     return patterns
 
 

@@ -10,9 +10,8 @@ agree on what a kernel is launched with.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.errors import FuserError
@@ -97,7 +96,7 @@ _LOGICAL = {
     "||": lambda a, b: bool(a()) or bool(b()),
 }
 _UNARY = {"-": lambda a: -a, "!": lambda a: not a, "~": lambda a: ~int(a)}
-_CALLS = {
+_CALLS: dict[str, Callable[..., Any]] = {
     "ceilDiv": lambda a, b: -(-a // b) if b else 0,
     "fmax": max,
     "fmin": min,

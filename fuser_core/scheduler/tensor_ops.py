@@ -9,9 +9,9 @@ rfactored axes marked `rf`) and the reduction of those partials across threads.
 from __future__ import annotations
 
 from fuser_core.errors import InternalError
-from fuser_core.ir.dtype import DataType
 from fuser_core.ir import iter_domain as idx
 from fuser_core.ir.base import Expr
+from fuser_core.ir.dtype import DataType
 from fuser_core.ir.iter_domain import IterDomain, IterType, Merge, ParallelType, Resize, Split
 from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp
 from fuser_core.ir.tensor_view import TensorDomain, TensorView, filled_contiguity, transforms_between

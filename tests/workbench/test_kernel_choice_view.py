@@ -19,8 +19,8 @@ from workbench import session as session_module
 from workbench.bundle import load_bundle, save_bundle
 from workbench.report import html_report, json_report
 from workbench.session import RunOptions, Session
-from workbench.tui import app as app_module
 from workbench.tui import content
+from workbench.tui import pipeline as app_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "runtime"))
 from fake_cuda import FakeCudaBackend, FakeDevice, install

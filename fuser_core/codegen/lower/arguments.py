@@ -58,7 +58,9 @@ class Arguments:
         self.buffer_dtypes: dict[str, DataType] = {}
         self.workspaces: list[k.Workspace] = []
         self.reduce_scratch: dict[tuple[DataType, int], k.Alloc] = {}
-        self.grid_last: dict[str, k.ParallelReduce] = {}  # blockIdx.* reduced by a grid reduction -> the reduction (its `last` flag)
+        self.grid_last: dict[
+            str, k.ParallelReduce
+        ] = {}  # blockIdx.* reduced by a grid reduction -> the reduction (its `last` flag)
         self.hardware_used: set[str] = set()
 
     # -- arguments and extents ---------------------------------------------------------

@@ -83,12 +83,12 @@ class Indexing(Predicates):
                 valid = land(valid, implied)
             valid = land(valid, self._inner_split_check(expr, index, overflow, reductions))
             _propagate_overflow(self, expr, overflow)
-        lanes = first_lanes(tv)
+        first = first_lanes(tv)
         for dim in tv.logical:
             if dim.is_broadcast or dim.is_reduction != reductions:
                 continue
             if overflow.get(id(dim), False):
-                valid = land(valid, _substitute(lt(index[id(dim)], self.extent(dim)), lanes))
+                valid = land(valid, _substitute(lt(index[id(dim)], self.extent(dim)), first))
         return index, valid
 
     def _backward(self, expr: object, index: dict[int, k.Node]) -> k.Node:
@@ -276,4 +276,3 @@ def _merge_contiguous(terms: list[tuple[k.Node, k.Node, k.Node]]) -> list[tuple[
                 changed = True
                 break
     return terms
-

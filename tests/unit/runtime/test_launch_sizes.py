@@ -10,12 +10,12 @@ from fuser_core.codegen import kernel_ir as k
 from fuser_core.ir.dtype import DataType
 from fuser_core.runtime.launch_sizes import evaluate
 
-I = DataType.Index
+IDX = DataType.Index
 B = DataType.Bool
 
 
 def _c(v: int) -> k.Node:
-    return k.Const(I, v)
+    return k.Const(IDX, v)
 
 
 def _eval(node: k.Node, **scalars: int) -> int:
@@ -23,9 +23,9 @@ def _eval(node: k.Node, **scalars: int) -> int:
 
 
 def _slice_end() -> k.Node:
-    s = k.ScalarParam(I, "s6")
-    wrapped = k.Call(I, "where", (k.Bin(B, "<", s, _c(0)), k.Bin(I, "+", s, _c(2)), s))
-    return k.Call(I, "fmax", (_c(0), k.Call(I, "fmin", (_c(2), k.Cast(I, wrapped)))))
+    s = k.ScalarParam(IDX, "s6")
+    wrapped = k.Call(IDX, "where", (k.Bin(B, "<", s, _c(0)), k.Bin(IDX, "+", s, _c(2)), s))
+    return k.Call(IDX, "fmax", (_c(0), k.Call(IDX, "fmin", (_c(2), k.Cast(IDX, wrapped)))))
 
 
 @pytest.mark.parametrize(("s6", "end"), [(-1, 1), (-5, 0), (1, 1), (2, 2), (9, 2)])
@@ -35,24 +35,24 @@ def test_a_slice_bound_from_a_scalar_is_clamped_and_wrapped(s6, end):
 
 @pytest.mark.parametrize(("a", "b", "quotient", "remainder"), [(7, 2, 3, 1), (-7, 2, -3, -1), (7, -2, -3, 1)])
 def test_integer_division_truncates_as_in_c(a, b, quotient, remainder):
-    assert _eval(k.Bin(I, "/", _c(a), _c(b))) == quotient
-    assert _eval(k.Bin(I, "%", _c(a), _c(b))) == remainder
+    assert _eval(k.Bin(IDX, "/", _c(a), _c(b))) == quotient
+    assert _eval(k.Bin(IDX, "%", _c(a), _c(b))) == remainder
 
 
 def test_division_stays_exact_past_2_to_the_53():
     big = 2**60 + 3
-    assert _eval(k.Bin(I, "/", _c(big), _c(3))) == big // 3
+    assert _eval(k.Bin(IDX, "/", _c(big), _c(3))) == big // 3
 
 
 def test_sizes_strides_and_logic():
-    size = k.TensorField(I, "T0", "logical_size", 1)
-    stride = k.TensorField(I, "T0", "alloc_stride", 0)
+    size = k.TensorField(IDX, "T0", "logical_size", 1)
+    stride = k.TensorField(IDX, "T0", "alloc_stride", 0)
     both = k.Bin(B, "&&", k.Bin(B, "==", size, stride), k.Un(B, "!", k.Bin(B, ">", size, _c(9))))
-    assert _eval(k.Call(I, "where", (both, k.Call(I, "ceilDiv", (size, _c(2))), _c(0)))) == 3
+    assert _eval(k.Call(IDX, "where", (both, k.Call(IDX, "ceilDiv", (size, _c(2))), _c(0)))) == 3
 
 
 def test_an_unknown_function_is_a_clear_error():
     from fuser_core import FuserError
 
     with pytest.raises(FuserError, match="cannot evaluate"):
-        _eval(k.Call(I, "tanh", (_c(1),)))
+        _eval(k.Call(IDX, "tanh", (_c(1),)))

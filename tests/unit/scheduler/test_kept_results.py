@@ -58,7 +58,7 @@ def test_log_softmax_keeps_nothing_it_does_not_read_twice():
 
 
 def test_the_softmax_sample_keeps_its_exp():
-    runtime, inputs = runtime_and_inputs(SAMPLES_DIR / "softmax.py")
+    runtime, _ = runtime_and_inputs(SAMPLES_DIR / "softmax.py")
     (group,) = runtime.segmented.groups
     assert len(group.params.kept_results) == 1
     assert ("kept_results", group.params.kept_results) in group.params.shown()

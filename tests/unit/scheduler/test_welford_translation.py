@@ -69,7 +69,7 @@ def test_a_welford_whose_count_is_read_stays_a_welford():
         fd.add_output(avg)
 
     x = RNG.standard_normal((4, 300)).astype(np.float32)
-    runtime, (var, avg) = _runtime(build, [x])
+    runtime, (var, _) = _runtime(build, [x])
     groups = runtime.segmented.groups
     assert not any(getattr(g.params, "welford_translated", False) for g in groups)
     assert any(isinstance(e, WelfordOp) for g in groups for e in g.fusion.exprs())
