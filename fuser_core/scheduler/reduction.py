@@ -499,7 +499,11 @@ def _vector_width(
     for tv in group.outputs:  # written in logical order (the schedule drops layout hints)
         dims = [d for d in tv.logical if not d.is_broadcast and not d.is_reduction]
         holds = any(group.id_map.exact(d) == vector_set for d in dims)
-        if holds and group.id_map.exact(dims[-1]) != vector_set:
+        # through a reshape: the axis the vector walks in this output is its innermost
+        # component (a transpose of the reshaped input holds it, but not innermost)
+        own = {group.id_map.exact(d) for d in dims}
+        key = next((k for k in chain if k in own), None)
+        if key is not None and group.id_map.exact(dims[-1]) != key:
             return 1
         if holds and tv.domain.allocation is not None and not tv.domain.allocation_is_hint:
             # the user's stride order is kept: the vector axis must be innermost in it

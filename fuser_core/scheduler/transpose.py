@@ -50,6 +50,16 @@ class TransposeScheduler:
         reference = covering_output(group, group.outputs)
         if reference is None or not _staged(group, reference):
             return reject(self.type, "cannot find two mismatching inner most dimensions")
+        ref_sets = concrete_sets(group.id_map, reference)
+        for tv in _staged(group, reference):
+            if not ref_sets <= concrete_sets(group.id_map, tv):
+                # Its tile's block index is its own axes' decomposition: an axis it only
+                # broadcasts would be missing from it, and the blocks past the first of
+                # that axis would load no tile (seed 7 case 1769).
+                return reject(
+                    self.type,
+                    f"staged input T{tv.name} broadcasts an axis the reference T{reference.name} iterates",
+                )
         return broadcast_rejection(self.type, group)
 
     def run_time_check(self, group: GroupView, info: RuntimeInfo) -> Rejection | None:

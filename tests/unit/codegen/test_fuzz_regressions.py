@@ -374,3 +374,42 @@ def test_an_expanded_output_upstream_of_slices_of_its_expanded_axis_gets_its_own
     padded, expanded = _check_kernels_codegen_takes(build, [x])
     assert (expanded == x[0, 0, 0]).all() and expanded.shape == (64, 33, 2)
     assert padded.shape == (64, 39, 5) and padded.all()
+
+
+def test_a_transpose_of_a_reshaped_reduction_input_is_stored_element_by_element():
+    # prod over reshape(T1) [32], with the transpose of T1 as an output: the vector axis
+    # (the reshape's) reaches the transpose only through its inner component, which is not
+    # the transpose's innermost axis; it got misaligned vector stores (seed 7 case 2164)
+    def build(fd):
+        t1 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        flat = fd.ops.reshape(t1, new_shape=[32])
+        fd.add_output(fd.ops.prod(flat, dims=[0]))
+        fd.add_output(flat)
+        fd.add_output(fd.ops.permute(t1, dims=[1, 0]))
+
+    x = (RNG.standard_normal((4, 8)) * 0.5 + 1).astype(np.float32)
+    runtime, _ = _runtime(build, [x])
+    assert runtime.segmented.groups[0].params.vectorize == 1
+    product, _, transposed = _check(build, [x])
+    np.testing.assert_allclose(product, np.prod(x.astype(np.float64)), rtol=1e-5)
+    np.testing.assert_array_equal(transposed, x.T)
+
+
+def test_a_staged_transpose_input_that_broadcasts_an_iterated_axis_is_not_tiled():
+    # minimum of [1, 64, 32, 3] (permuted layout) and [1, 64, 32, 1]: the second was staged
+    # through shared memory with a block index of its own axes, so blocks past the first
+    # along the broadcast axis loaded no tile and wrote 0 (seed 7 case 1769)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[1, 64, -1, -1], contiguity=[True, True, None, True], dtype=DataType.Float,
+                              stride_order=[1, 0, 2, 3])  # fmt: skip
+        t1 = fd.define_tensor(shape=[1, -1, -1, 1], contiguity=[None, None, True, True], dtype=DataType.Float,
+                              stride_order=[3, 1, 0, 2])  # fmt: skip
+        fd.add_output(fd.ops.minimum(t0, t1))
+
+    base = RNG.standard_normal(6144).astype(np.float32)
+    x0 = np.lib.stride_tricks.as_strided(base, (1, 64, 32, 3), (4, 4, 256, 8192))
+    x1 = RNG.standard_normal((1, 64, 32, 1)).astype(np.float32)
+    runtime, _ = _runtime(build, [x0, x1])
+    assert [g.scheduler.value for g in runtime.segmented.groups] != ["transpose"]
+    (out,) = _check(build, [x0, x1])
+    np.testing.assert_array_equal(out, np.minimum(x0, x1))
