@@ -497,6 +497,9 @@ def _vector_width(
             return 1
         held.append(extent)
     for tv in group.outputs:  # written in logical order (the schedule drops layout hints)
+        expanded = [group.id_map.exact(d) for d in tv.logical if d.is_broadcast and d.has_expanded_extent]
+        if any(k in chain or any(t in chain for t in group.links.get(k, ())) for k in expanded):
+            return 1  # its lanes run along an axis the output stores once (seed 10 case 2000)
         dims = [d for d in tv.logical if not d.is_broadcast and not d.is_reduction]
         holds = any(group.id_map.exact(d) == vector_set for d in dims)
         # through a reshape: the axis the vector walks in this output is its innermost

@@ -25,7 +25,7 @@ from fuser_core.ops.utils import broadcast
 
 def translatable_in(exprs: Sequence[Expr], outputs: Sequence[Val]) -> list[WelfordOp]:
     """The Welfords among `exprs` whose count none of them reads and that is not among
-    `outputs` (var_mean's, layer norm's)."""
+    `outputs` (var_mean's, layer norm's), over axes that are not broadcasts."""
     members = {id(e) for e in exprs}
     leaving = {id(v) for v in outputs}
     found = []
@@ -35,8 +35,17 @@ def translatable_in(exprs: Sequence[Expr], outputs: Sequence[Val]) -> list[Welfo
         count = expr.outputs[2]
         if id(count) in leaving or any(id(use) in members for use in count.uses):
             continue
+        if _reduces_a_broadcast(expr):
+            continue  # its sums would be scaled squeezes, not reductions to schedule from
         found.append(expr)
     return found
+
+
+def _reduces_a_broadcast(expr: WelfordOp) -> bool:
+    x, avg = expr.inputs[0], expr.outputs[0]
+    assert isinstance(x, TensorView) and isinstance(avg, TensorView)
+    dims = x.logical_no_reductions()
+    return any(d.is_reduction and dims[pos].is_broadcast for pos, d in enumerate(avg.logical))
 
 
 def translate_welfords(fusion: Fusion) -> dict[int, TensorView]:

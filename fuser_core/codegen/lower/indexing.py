@@ -83,7 +83,7 @@ class Indexing(Predicates):
                 valid = land(valid, implied)
             valid = land(valid, self._inner_split_check(expr, index, overflow, reductions))
             _propagate_overflow(self, expr, overflow)
-        first = first_lanes(tv)
+        first = first_lanes(self, tv)
         for dim in tv.logical:
             if dim.is_broadcast or dim.is_reduction != reductions:
                 continue
@@ -154,7 +154,7 @@ class Indexing(Predicates):
                 self._backward(t, index)
                 valid = land(valid, self._inner_split_check(t, index, overflow, True))
                 _propagate_overflow(self, t, overflow)
-            lanes = first_lanes(tv, from_root=True)
+            lanes = first_lanes(self, tv, from_root=True)
             for dim in tv.root:
                 if dim.is_reduction and overflow.get(id(dim), False):
                     valid = land(valid, _substitute(lt(index[id(dim)], self.extent(dim)), lanes))

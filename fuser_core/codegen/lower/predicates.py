@@ -61,7 +61,7 @@ class Predicates(Loops):
         """The instance a materialized tensor is computed at: the consumer's bounds checks on
         loops this tensor does not iterate (a later reduction's, say) say nothing of it."""
         own = {loop_var(d).name for d in tv.loop if not d.is_reduction}  # a reduction's value spans its own
-        lanes = first_lanes(tv)  # as its own checks are made: once per vector
+        lanes = first_lanes(self, tv)  # as its own checks are made: once per vector
         terms: list[k.Node] = []
         for term in conjuncts(inst.valid):
             term = _substitute(term, lanes)
@@ -140,20 +140,30 @@ def _divides(lowering: Arguments, inp: IterDomain, expr: Split) -> bool:
     return int(extent) % int(factor) == 0
 
 
-def first_lanes(tv: TensorView, from_root: bool = False) -> dict[str, k.Node]:
+def first_lanes(lowering: Arguments, tv: TensorView, from_root: bool = False) -> dict[str, k.Node]:
     """The loop indices a bounds check of `tv` may take at 0: the inner index of a
     divisible split (a vector's lanes). With the factor dividing the extent,
     `outer * f + lane < extent` holds for every lane when it holds for lane 0, so the
     check is one per vector, which the compiler hoists out of the lane loop. Not through
-    a pad, slice or cat, whose offsets need not be multiples of the factor."""
+    a pad, slice or cat, whose offsets need not be multiples of the factor; and only
+    where the split input has the extent of the one the scheduler split (a replay onto a
+    tensor that lacks an expanded axis of it splits a shorter axis, which need not divide)."""
     transforms = transforms_between(tv.logical, tv.loop)
     if from_root and tv.domain.has_root:  # an rfactor's checks of its root axes
         transforms = [*transforms_between(tv.root, tv.logical), *transforms]
     if any(isinstance(t, Resize) for t in transforms):
         return {}
     loop = {id(d) for d in tv.loop}
-    return {
-        loop_var(t.outputs[1]).name: k.Const(INDEX, 0)  # type: ignore[arg-type]
-        for t in transforms
-        if isinstance(t, Split) and t.divisible and id(t.outputs[1]) in loop
-    }
+    lanes: dict[str, k.Node] = {}
+    for t in transforms:
+        if not (isinstance(t, Split) and t.divisible and id(t.outputs[1]) in loop):
+            continue
+        # the split the scheduler made (and knows divides) is the one of the lane's concrete
+        # loop; this tensor's split input must be as long as that one's
+        scheduled = concrete(t.outputs[1]).definition  # type: ignore[arg-type]
+        if not isinstance(scheduled, Split):
+            continue
+        if lowering.extent(t.inputs[0]) != lowering.extent(scheduled.inputs[0]):  # type: ignore[arg-type]
+            continue
+        lanes[loop_var(t.outputs[1]).name] = k.Const(INDEX, 0)  # type: ignore[arg-type]
+    return lanes

@@ -413,3 +413,38 @@ def test_a_staged_transpose_input_that_broadcasts_an_iterated_axis_is_not_tiled(
     assert [g.scheduler.value for g in runtime.segmented.groups] != ["transpose"]
     (out,) = _check(build, [x0, x1])
     np.testing.assert_array_equal(out, np.minimum(x0, x1))
+
+
+def test_a_var_mean_over_an_expanded_axis_stays_a_welford():
+    # var_mean over [N, 3-expanded]: its two-pass translation summed the expanded axis as a
+    # scaled squeeze, so the kernel had no reduction to schedule from (IndexError, seed 9
+    # case 2196)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, None], dtype=DataType.Float)
+        _, mean = fd.ops.var_mean(t0, dims=[0, 1], correction=0, keepdim=False)
+        fd.add_output(fd.ops.sub(t0, fd.ops.broadcast_in_dim(mean, shape=[512, 3], broadcast_dims=[])))
+
+    x = np.broadcast_to(RNG.standard_normal((512, 1)).astype(np.float32), (512, 3))
+    (out,) = _check_kernels_codegen_takes(build, [x])
+    np.testing.assert_allclose(out, x - x.mean(), rtol=1e-5, atol=1e-5)
+
+
+def test_an_output_expanded_along_the_reduction_vector_is_stored_element_by_element():
+    # var_mean over [.., i6, 2-expanded] with x - mean as an output expanded along that
+    # axis: the vector ran along the expanded axis, which the output stores once (vector
+    # stores past its end), and a tensor lacking that axis took the vector split's bounds
+    # check once per vector though the split does not divide its shorter axis (seed 10
+    # case 2000)
+    def build(fd):
+        t1 = fd.define_tensor(shape=[512, -1], contiguity=[True, True], dtype=DataType.BFloat16)
+        t4 = fd.ops.broadcast_in_dim(t1, shape=[3, 512, 3, 2], broadcast_dims=[1, 2])
+        t5 = fd.ops.cast(t4, dtype=DataType.Double)
+        _, mean = fd.ops.var_mean(t5, dims=[2, 3], correction=0, keepdim=False)
+        fd.add_output(fd.ops.sub(t5, fd.ops.broadcast_in_dim(mean, shape=[3, 512, 3, 2], broadcast_dims=[0, 1])))
+
+    x = RNG.standard_normal((512, 3)).astype(DataType.BFloat16.numpy)
+    runtime, _ = _runtime(build, [x])
+    assert runtime.segmented.groups[0].params.vectorize == 1
+    (out,) = _check_kernels_codegen_takes(build, [x])
+    wide = x.astype(np.float64)
+    np.testing.assert_allclose(out[0, :, :, 0], wide - wide.mean(axis=1, keepdims=True), rtol=1e-6, atol=1e-6)
