@@ -17,6 +17,7 @@ from fuser_core.scheduler.welford_translation import translate_welfords
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
 from kernels_check import check_generated_kernels
+from test_nvfuser_regressions import _runtime  # the reference run and the runtime, on the h100 model
 
 RNG = np.random.default_rng(1906)
 
@@ -30,15 +31,6 @@ def _layer_norm(fd, width_dtype=DataType.BFloat16):
     fd.add_output(fd.ops.cast(fd.ops.mul(centered, rstd), dtype=width_dtype))
     fd.add_output(mean)
     fd.add_output(var)
-
-
-def _runtime(build, inputs):
-    with FusionDefinition() as fd:
-        build(fd)
-    with use_options(device_model="h100_sxm", backend="reference"):
-        expected = fd.execute(inputs)
-        runtime = fd.runtime_for(inputs)
-    return runtime, expected
 
 
 def test_a_layer_norm_kernel_sums_twice_instead_of_dividing_per_element():
