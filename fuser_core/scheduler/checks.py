@@ -160,17 +160,29 @@ def persistent_buffers(group: GroupView) -> list[TensorView]:
     return group.memo("buffers", lambda: _buffers(group))
 
 
+class _Reads:
+    """Which of a group's tensors a reduction path reads and which are read after a
+    reduction: what decides that a row must be kept across a reduction."""
+
+    def __init__(self, group: GroupView) -> None:
+        self.after = {id(tv) for tv in downstream_of_reductions(group)}
+        self.members = {id(e) for e in group.exprs}
+        self.reductions = {id(e) for e in group.reductions}
+        self.feeding = _exprs_feeding_reductions(group, self.members, self.reductions)
+
+    def across_a_reduction(self, tv: TensorView) -> bool:
+        """Whether `tv` is read both on a path to a reduction and after one."""
+        uses = [u for u in tv.uses if id(u) in self.members]
+        return any(id(u) in self.feeding for u in uses) and any(id(o) in self.after for u in uses for o in u.outputs)
+
+
 def _buffers(group: GroupView) -> list[TensorView]:
-    after = {id(tv) for tv in downstream_of_reductions(group)}
-    members = {id(e) for e in group.exprs}
-    reductions = {id(e) for e in group.reductions}
-    feeding = _exprs_feeding_reductions(group, members, reductions)
+    reads = _Reads(group)
     buffers = []
     for tv in group.tensors:
-        if id(tv) in after or (tv.definition is not None and id(tv.definition) in reductions):
+        if id(tv) in reads.after or (tv.definition is not None and id(tv.definition) in reads.reductions):
             continue  # a reduction's result is one value per row, not a row to keep
-        uses = [u for u in tv.uses if id(u) in members]
-        if any(id(u) in feeding for u in uses) and any(id(o) in after for u in uses for o in u.outputs):
+        if reads.across_a_reduction(tv):
             buffers.append(tv)
     return buffers
 
@@ -193,19 +205,16 @@ def costly_between_reductions(group: GroupView) -> list[TensorView]:
 
 
 def _costly(group: GroupView) -> list[TensorView]:
-    after = {id(tv) for tv in downstream_of_reductions(group)}
-    members = {id(e) for e in group.exprs}
-    feeding = _exprs_feeding_reductions(group, members, {id(e) for e in group.reductions})
+    reads = _Reads(group)
     reduced = set().union(*(reduction_sets(group.id_map, tv) for tv in group.reduction_tvs()))
     found = []
     for tv in group.tensors:
         expr = tv.definition
-        if id(tv) not in after or not isinstance(expr, UnaryOp) or expr.op_type not in _COSTLY:
+        if id(tv) not in reads.after or not isinstance(expr, UnaryOp) or expr.op_type not in _COSTLY:
             continue
         if not concrete_sets(group.id_map, tv) & reduced:
             continue  # one value per row: nothing to keep
-        uses = [u for u in tv.uses if id(u) in members]
-        if any(id(u) in feeding for u in uses) and any(id(o) in after for u in uses for o in u.outputs):
+        if reads.across_a_reduction(tv):
             found.append(tv)
     return found
 
