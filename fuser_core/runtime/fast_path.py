@@ -199,9 +199,16 @@ class FastPlan:
 
         itemsize = out.dtype.itemsize
         storage = np.uint16 if out.dtype == DataType.BFloat16 else out.dtype.numpy
-        size = max(1, max((s - 1) * st for s, st in zip(out.shape, out.strides, strict=True)) + 1 if out.shape else 1)
-        memory = cupy.cuda.alloc(size * itemsize)
+        memory = cupy.cuda.alloc(max(1, span_elements(out.shape, out.strides)) * itemsize)
         return cupy.ndarray(out.shape, storage, memory, strides=tuple(s * itemsize for s in out.strides))
+
+
+def span_elements(shape: Sequence[int], strides: Sequence[int]) -> int:
+    """Elements of memory a strided tensor reaches: one past the offset of its last
+    element (every axis contributes its own span), 0 for an empty one."""
+    if any(size == 0 for size in shape):
+        return 0
+    return sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True)) + 1
 
 
 def _launched(launch: PlannedLaunch) -> bool:
@@ -225,4 +232,4 @@ def output_strides(shape: Sequence[int], alloc_order: Sequence[int], expanded: C
     return tuple(strides)
 
 
-__all__ = ["FastPlan", "TensorView", "input_key", "output_strides", "torch_dtype_supported"]
+__all__ = ["FastPlan", "TensorView", "input_key", "output_strides", "span_elements", "torch_dtype_supported"]

@@ -218,3 +218,27 @@ def test_cache_hits_take_the_fast_path_and_agree(framework):
     np.testing.assert_allclose(host(first), np.sin(x) * y, rtol=2e-6, atol=1e-6)
     report = fd.executor_cache.last_report
     assert report.launches and report.launches[0].kernel.startswith("nvfuser_pointwise")
+
+
+def test_fast_path_cupy_outputs_each_own_all_their_elements():
+    """Two [32, 256] outputs replayed through the fast path with CuPy inputs: each buffer
+    spans all of its elements and none overlaps the other (the plan once sized a buffer by
+    its largest axis span, so the second output's buffer overlapped the first's tail and
+    a mean came back holding variances where the memory pool placed them side by side)."""
+    import cupy
+
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1, -1], contiguity=True, dtype=DataType.Float)
+        var, mean = fd.ops.var_mean(t0, dims=[2], correction=1, keepdim=True)
+        fd.add_output(var)
+        fd.add_output(mean)
+    x = np.random.default_rng(2).standard_normal((32, 256, 64)).astype(np.float32)
+    with use_options(backend="cuda"):
+        for _ in range(4):
+            got_var, got_mean = fd.execute([cupy.asarray(x)])
+            np.testing.assert_allclose(got_var.get(), x.var(axis=2, ddof=1, keepdims=True), rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(got_mean.get(), x.mean(axis=2, keepdims=True), rtol=1e-4, atol=1e-5)
+            spans = sorted((int(a.data.ptr), int(a.data.ptr) + a.size * a.itemsize) for a in (got_var, got_mean))
+            assert spans[0][1] <= spans[1][0], f"output buffers overlap: {spans}"
+            assert all(a.data.mem.size >= a.size * a.itemsize for a in (got_var, got_mean))
+    assert "fast path" in fd.executor_cache.events[-1].reasons

@@ -107,15 +107,7 @@ def test_both_candidates_compile_agree_with_the_reference_and_the_fastest_is_kep
 CHOICE_SAMPLES = ["softmax", "layer_norm_fwd", "rms_norm_fwd", "var_mean", "issue785_reduction_pow", "layer_norm_bwd"]
 
 
-# var_mean, run after the other samples in one process, gives a wrong variance (relative
-# error 0.86) at its first fast-path run after the choice, on an H100 (2026-11-26, twice);
-# alone, the same nine runs are right. Not understood yet: the option stays off.
-_ORDER_DEPENDENT = pytest.mark.xfail(reason="wrong variance at the first fast-path run after other samples (open)")
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=_ORDER_DEPENDENT) if n == "var_mean" else n for n in CHOICE_SAMPLES]
-)
+@pytest.mark.parametrize("name", CHOICE_SAMPLES)
 def test_the_samples_with_candidates_choose_and_stay_right_at_the_shrunk_sizes(name):
     (loaded,) = load_repro(shrunk_sample(name)).definitions
     inputs = loaded.materialize_inputs(seed=0)

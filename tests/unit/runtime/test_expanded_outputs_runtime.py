@@ -13,7 +13,7 @@ from fake_cuda import FakeCudaBackend, FakeDevice, install, on_device
 from fuser_core import DataType, FusionDefinition, FusionExecutorCache
 from fuser_core.codegen.interpreter import TensorBinding, interpret
 from fuser_core.runtime import cuda_backend, device_arrays
-from fuser_core.runtime.fast_path import output_strides
+from fuser_core.runtime.fast_path import output_strides, span_elements
 from fuser_core.runtime.packed_args import PackedArgs
 
 RNG = np.random.default_rng(18)
@@ -154,3 +154,14 @@ def test_the_fast_path_plans_stride_zero_for_expanded_axes():
     assert output_strides((6, 3, 40), [0, 1, 2], {1}) == (40, 0, 1)
     assert output_strides((6, 3, 40), [2, 0, 1], {1}) == (1, 0, 6)
     assert output_strides((6, 40), [0, 1]) == (40, 1)
+
+
+def test_the_fast_path_sizes_an_output_buffer_by_the_sum_of_its_axes_spans():
+    # The last element of a (32, 256, 1) tensor with strides (256, 1, 1) is at offset
+    # 31 * 256 + 255: the buffer needs 8192 elements (it once had 7937, the largest single
+    # axis span, and the next output's buffer overlapped its tail).
+    assert span_elements((32, 256, 1), (256, 1, 1)) == 8192
+    assert span_elements((6, 3, 40), output_strides((6, 3, 40), [2, 0, 1])) == 720
+    assert span_elements((6, 40), (1, 0)) == 6  # an expanded axis holds one element
+    assert span_elements((4, 0, 3), (3, 3, 1)) == 0
+    assert span_elements((), ()) == 1
