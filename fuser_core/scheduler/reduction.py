@@ -212,11 +212,8 @@ class ReductionScheduler:
         row_bytes = _buffer_bytes_per_row(group, info) if self.persistent else 0
         if grid is None or self.persistent:  # blockIdx.y down the columns when too few blocks fill the GPU
             grid = 1
-            # Two waves of resident blocks: a column block alone is too few to fill the
-            # GPU's memory pipes, and a second wave hides the first's tail.
-            resident = max(1, info.device.max_threads_per_sm // (threads_x * threads_y)) * info.device.sm_count
-            if not self.persistent and blocks < 2 * resident and batch > 16:
-                grid = max(1, min(-(-2 * resident // blocks), batch // 16, 65535))
+            if not self.persistent and blocks < info.device.sm_count and batch > 16:
+                grid = max(1, min(info.device.sm_count * 2 // blocks, batch // 16, 65535))
         batch = -(-batch // grid)
         unroll = 1 if self.persistent else min(4, _pow2_floor(max(batch, 1)))
         return ReductionParams(
