@@ -260,21 +260,32 @@ def host_overhead():
     )
     y = cupy.empty_like(x)
     results = {}
+
+    def timed(label, call):
+        for _ in range(200):
+            call()
+        cupy.cuda.Device().synchronize()
+        n = 3000
+        start = time.perf_counter()
+        for _ in range(n):
+            call()
+        cupy.cuda.Device().synchronize()
+        results[label] = (time.perf_counter() - start) / n
+
     with use_options(backend="cuda"):
-        for label, call in (
-            ("fd.execute, CuPy input", lambda: fd.execute([x])),
-            ("fd.execute, torch input", lambda: fd.execute([xt])),
-            ("CuPy RawKernel launch", lambda: raw((8,), (128,), (x, y, np.int32(1024)))),
-        ):
-            for _ in range(200):
-                call()
-            cupy.cuda.Device().synchronize()
-            n = 3000
-            start = time.perf_counter()
-            for _ in range(n):
-                call()
-            cupy.cuda.Device().synchronize()
-            results[label] = (time.perf_counter() - start) / n
+        timed("fd.execute, CuPy input", lambda: fd.execute([x]))
+        timed("fd.execute, torch input", lambda: fd.execute([xt]))
+        timed("CuPy RawKernel launch", lambda: raw((8,), (128,), (x, y, np.int32(1024))))
+    # As a user runs it: the backend from the environment, no use_options block.
+    saved = os.environ.get("FUSER_BACKEND")
+    os.environ["FUSER_BACKEND"] = "cuda"
+    try:
+        timed("fd.execute, torch input, options from the environment", lambda: fd.execute([xt]))
+    finally:
+        if saved is None:
+            del os.environ["FUSER_BACKEND"]
+        else:
+            os.environ["FUSER_BACKEND"] = saved
     return results
 
 

@@ -179,16 +179,30 @@ _override: contextvars.ContextVar[Options | None] = contextvars.ContextVar("fuse
 _env_cache: dict[tuple[str, ...], Options] = {}
 
 
+_ENV_VARIABLES = [v for names in _ENV.values() for v in names] + [DEVICE_MODEL_ENV, BACKEND_ENV]
+# Every call reads the environment (a test or a user may change it between runs), and
+# os.environ.get costs a cache hit more than its launch: on POSIX, os.environ keeps its
+# bytes in a plain dict, read here directly by the encoded names.
+_ENV_DATA = getattr(os.environ, "_data", None) if os.name == "posix" else None
+_ENV_KEYS = [os.environ.encodekey(v) for v in _ENV_VARIABLES] if _ENV_DATA is not None else []
+
+
+def _environment_key() -> tuple[Any, ...]:
+    if _ENV_DATA is not None:
+        return tuple(map(_ENV_DATA.get, _ENV_KEYS))
+    return tuple(os.environ.get(v, "") for v in _ENV_VARIABLES)
+
+
 def current_options() -> Options:
     """Options in effect: those of the innermost `use_options(...)` block, else the environment."""
     override = _override.get()
     if override is not None:
         return override
-    variables = [v for names in _ENV.values() for v in names] + [DEVICE_MODEL_ENV, BACKEND_ENV]
-    key = tuple(os.environ.get(v, "") for v in variables)
-    if key not in _env_cache:
-        _env_cache[key] = options_from_env()
-    return _env_cache[key]
+    key = _environment_key()
+    found = _env_cache.get(key)
+    if found is None:
+        found = _env_cache[key] = options_from_env()
+    return found
 
 
 @contextlib.contextmanager

@@ -47,6 +47,7 @@ class CachedFusion:
     is_cpu: list[bool] = field(default_factory=list)  # per fusion input
     input_slots: list[int] = field(default_factory=list)  # fusion inputs per argument of execute
     _executor: FusionExecutorCache | None = None
+    plain_call: bool = False  # set by adopt
 
     @property
     def built(self) -> bool:
@@ -65,6 +66,14 @@ class CachedFusion:
     ) -> None:
         self.fusion, self.aliases = fusion, list(aliases)
         self.is_cpu, self.input_slots = list(is_cpu), list(input_slots)
+        # execute's outputs are the executor's as they are: one argument per fusion input,
+        # no aliased output written into an input, no input returned as an output.
+        inputs = {id(v) for v in fusion.inputs}
+        self.plain_call = (
+            all(n == 1 for n in self.input_slots)
+            and not self.aliases
+            and not any(id(v) in inputs for v in fusion.outputs)
+        )
         if self.user_scheduled:  # also when rebuilt from its records (deserialized)
             fusion.user_scheduled = True
 

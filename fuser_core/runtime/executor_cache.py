@@ -100,6 +100,15 @@ class RunReport:
     estimates: tuple[RooflineEstimate, ...] = ()  # each kernel's roofline estimate at this run's sizes
     choices: tuple[KernelChoice, ...] = ()  # kernel_choice: each group's candidates, their times, the one kept
 
+    def repeated(self, index: int, seconds: float, launches: tuple[LaunchRecord, ...]) -> RunReport:
+        """This report (a fast-path template) as the report of run `index`: a copy of its
+        fields without dataclasses.replace's per-field checks, which cost a cache hit
+        more than its launch."""
+        report = object.__new__(RunReport)
+        report.__dict__.update(self.__dict__)
+        report.__dict__.update(index=index, seconds=seconds, launches=launches)
+        return report
+
     def compile_summary(self) -> str:
         """`compiled 2 kernels (0.41 s)`, or `warm start: compiled nothing` when every
         kernel came from the on-disk or in-process cache."""
@@ -141,7 +150,9 @@ class FusionExecutorCache:
         self.fixed_backend = backend  # None: chosen by the options of each run
         self.backend: Backend = backend if backend is not None else ReferenceBackend()
         self._backends: dict[tuple[str | None, str | None], Backend] = {}
-        self._fast: dict[tuple[Any, ...], tuple[Any, RunReport]] = {}  # cuda backend: input key -> plan
+        # cuda backend: input key -> the plans made for it, each with the options it was
+        # made under and the report its hits repeat
+        self._fast: dict[tuple[Any, ...], list[tuple[Options, Any, RunReport]]] = {}
         self._current_stream: Any = None
         self.initial_info = analyze_fusion(fusion)
         self.reports: deque[RunReport] = deque(maxlen=REPORTS_KEPT)
@@ -153,7 +164,22 @@ class FusionExecutorCache:
         self._leaf_labels = _leaf_labels(fusion)
         self._leaves = {flag: self.initial_info.leaves(include_static_resizes=flag) for flag in (False, True)}
 
-    def _run_fast(self, hit: tuple[Any, RunReport], inputs: Sequence[Any]) -> list[Any]:
+    def fast_hit(self, inputs: Sequence[Any]) -> tuple[Any, RunReport] | None:
+        """The plan and report template of an earlier call like this one under the
+        options in effect, if the fast path took it (plans are made only under options
+        the fast path works with, so finding one is the whole check)."""
+        return self._fast_lookup(input_key(inputs) if self._fast else None, current_options())
+
+    def _fast_lookup(self, key: tuple[Any, ...] | None, options: Options) -> tuple[Any, RunReport] | None:
+        found = self._fast.get(key) if key is not None else None
+        if found is None:
+            return None
+        for made_under, plan, template in found:
+            if made_under is options or made_under == options:
+                return plan, template
+        return None
+
+    def run_fast(self, hit: tuple[Any, RunReport], inputs: Sequence[Any]) -> list[Any]:
         """A call like an earlier one: its plan replayed, its report repeated as a hit."""
         plan, template = hit
         start = time.perf_counter()
@@ -170,18 +196,7 @@ class FusionExecutorCache:
                 else r
                 for i, r in enumerate(launches)
             )
-        self.reports.append(
-            RunReport(
-                self._runs,
-                template.event,  # the fast-path hit event, made once with the plan
-                template.runtime,
-                template.arguments,
-                time.perf_counter() - start,
-                launches,
-                estimates=template.estimates,
-                choices=template.choices,
-            )
-        )
+        self.reports.append(template.repeated(self._runs, time.perf_counter() - start, launches))
         self._runs += 1
         return outputs
 
@@ -207,10 +222,9 @@ class FusionExecutorCache:
         if not enable and not disable and not base.dump and not base.enable - FAST_PATH_ENABLES:
             fast_key = input_key(inputs)
             if fast_key is not None:
-                fast_key = (fast_key, base)
-                hit = self._fast.get(fast_key)
+                hit = self._fast_lookup(fast_key, base)
                 if hit is not None:
-                    return self._run_fast(hit, inputs)
+                    return self.run_fast(hit, inputs)
         opts = base.merged(enable=enable, disable=disable, source="execute")
         args = convert_inputs(self.fusion, inputs)
         runtime, event = self._lookup(args, opts)
@@ -254,7 +268,8 @@ class FusionExecutorCache:
                 self._current_stream = cupy.cuda.get_current_stream
                 hit_event = CacheEvent(True, LEVELS[0], runtime.name, ("fast path",))
                 template = dataclasses.replace(report, event=hit_event, compiles=(), choices=settled(choices))
-                self._fast[fast_key] = (plan, template)
+                made = [m for m in self._fast.pop(fast_key, []) if m[0] != base]
+                self._fast[fast_key] = [*made, (base, plan, template)]
                 while len(self._fast) > INPUT_KEY_CAPACITY:
                     self._fast.pop(next(iter(self._fast)))
         emit_dump(opts, DumpOption.fusion_args, lambda: "Arguments:\n" + "".join(f"  {a}\n" for a in report.arguments))

@@ -65,7 +65,8 @@ def input_key(inputs: Sequence[Any]) -> tuple[Any, ...] | None:
         if module.startswith("torch"):
             if not x.is_cuda:
                 return None
-            key.append((x.dtype, tuple(x.shape), x.stride()))
+            # The device too: a plan's pointers and launch belong to one GPU.
+            key.append((x.dtype, x.shape, x.stride(), x.get_device()))
         elif module.startswith("cupy"):
             key.append((x.dtype, x.shape, x.strides))
         elif isinstance(x, bool | int | float):
@@ -108,7 +109,12 @@ class FastPlan:
         torch_out: bool,
         device: DeviceProperties,
         log: LaunchLog | None = None,
+        inputs: Sequence[Any] = (),
+        launch_kernel: Any = None,
     ) -> None:
+        """`inputs`: the call's arguments the plan is made for (each tensor's framework
+        says how a replay reads its pointer); `launch_kernel`: CuPy's cuLaunchKernel
+        unless given (tests)."""
         self.launches = launches
         self.log = log
         self._kernels = tuple(launch.kernel for launch in launches if launch.kernel is not None and _launched(launch))
@@ -116,38 +122,59 @@ class FastPlan:
         self.torch_out = torch_out
         self.device = device
         self.fell_back: list[int] = []  # launches of the last call that took the scalar fallback
-        from cupy.cuda import driver  # the plan exists only where CuPy runs kernels
+        # Outputs the caller can take as they are: CuPy arrays for CuPy inputs, or torch
+        # tensors on the device of the torch inputs (set by whoever makes the plan).
+        self.final = not torch_out
+        if launch_kernel is None:
+            from cupy.cuda import driver  # the plan exists only where CuPy runs kernels
 
-        self._launch_kernel = driver.launchKernel
+            launch_kernel = driver.launchKernel
+        self._launch_kernel = launch_kernel
         if torch_out:
             torch = sys.modules["torch"]
             self._torch_empty = torch.empty_strided
             self._torch_device = torch.device("cuda", torch.cuda.current_device())
             self._torch_dtypes = {d: getattr(torch, name) for d, name in _TORCH_DTYPES.items()}
+        # The replay works on one list of pointers: the inputs' by position, then each
+        # output's as it is allocated; each launch reads its tensor arguments by slot.
+        self._torch_inputs = [p for p, x in enumerate(inputs) if hasattr(x, "data_ptr")]
+        self._cupy_inputs = [p for p, x in enumerate(inputs) if not hasattr(x, "data_ptr") and hasattr(x, "data")]
+        slot_of = {("input", p): p for p in range(len(inputs))}
+        self._outputs: list[tuple[int, list[tuple[int, PlannedOutput]]]] = []
+        for index, launch in enumerate(launches):
+            allocated = []
+            for out in launch.outputs:
+                slot_of[("tensor", out.name)] = len(slot_of)
+                allocated.append((slot_of[("tensor", out.name)], out))
+            self._outputs.append((index, allocated))
+        self._slots = len(slot_of)
+        self._sources = [[slot_of[source] for source in launch.sources] for launch in launches]
+        self._results = [slot_of[("tensor", name)] for name in results]
 
     def run(self, inputs: Sequence[Any], stream_ptr: int) -> list[Any]:
         launch_kernel = self._launch_kernel
-        self.fell_back = []
-        pointers: dict[tuple[str, int], int] = {}
-        arrays: dict[int, Any] = {}
-        for position, x in enumerate(inputs):
-            if hasattr(x, "data_ptr"):
-                pointers[("input", position)] = x.data_ptr()
-            elif hasattr(x, "data"):
-                pointers[("input", position)] = x.data.ptr
+        empty = self._empty
+        if self.fell_back:
+            self.fell_back = []
+        pointers: list[Any] = [0] * self._slots
+        arrays: list[Any] = [None] * self._slots
+        for position in self._torch_inputs:
+            pointers[position] = inputs[position].data_ptr()
+        for position in self._cupy_inputs:
+            pointers[position] = inputs[position].data.ptr
+        torch_out = self.torch_out
         index, launching = 0, False  # for a CUDA error: the launch under way, its launch call in flight
         try:
-            for index, launch in enumerate(self.launches):
-                for out in launch.outputs:
-                    array = self._empty(out)
-                    arrays[out.name] = array
-                    pointers[("tensor", out.name)] = array.data_ptr() if self.torch_out else array.data.ptr
-                ptrs = [pointers[s] for s in launch.sources]
+            for (index, allocated), launch, sources in zip(self._outputs, self.launches, self._sources, strict=True):
+                for slot, out in allocated:
+                    array = arrays[slot] = empty(out)
+                    pointers[slot] = array.data_ptr() if torch_out else array.data.ptr
+                ptrs = [pointers[slot] for slot in sources]
                 function, packed = launch.function, launch.packed
                 if launch.checks and any(ptrs[p] % align for p, align in launch.checks):
                     function, packed = launch.fallback()
                     self.fell_back.append(index)
-                for struct, ptr in zip(packed.structs, ptrs, strict=False):
+                for struct, ptr in zip(packed.structs, ptrs, strict=True):
                     struct.data = ptr
                 g, b = launch.params.grid, launch.params.block
                 if g[0] and g[1] and g[2]:
@@ -172,7 +199,7 @@ class FastPlan:
             raise self._fault(err, index, launching) from err
         if self.log is not None:
             self.log.replayed(self._launched_kernels(len(self.launches)) if self.fell_back else self._kernels)
-        return [arrays[name] for name in self.results]
+        return [arrays[slot] for slot in self._results]
 
     def _launched_kernels(self, count: int) -> tuple[FaultKernel, ...]:
         """How a CUDA error names the first `count` launches of the last replay (those

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fuser_core.codegen import kernel_ir as k
+from fuser_core.errors import InternalError
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.runtime.arguments import TensorArg
@@ -75,7 +76,11 @@ def make_fast_plan(
     results = [out.name for out in complete.outputs if isinstance(out, TensorView)]
     if len(results) != len(complete.outputs) or any(name in positions for name in results):
         return None
-    return FastPlan(launches, results, torch_out, device, log)
+    plan = FastPlan(launches, results, torch_out, device, log, [getattr(a, "device", None) for a in args])
+    if torch_out:  # torch outputs go where the first torch input is (as the full path puts them)
+        first = next(a for a in args if isinstance(a, TensorArg) and a.origin == "torch")
+        plan.final = first.device.get_device() == plan._torch_device.index
+    return plan
 
 
 def planned_launch(
@@ -99,6 +104,9 @@ def planned_launch(
     def packed_for(vectorized: bool) -> tuple[Any, PackedArgs]:
         compiled = step.compiled(vectorized)
         packed = PackedArgs(compiled.packed.kernel)
+        # The replay passes pointers in the order of `sources` (the vectorized kernel's).
+        if [t.name for t in packed.kernel.tensors] != [t.name for t in kernel.tensors]:
+            raise InternalError(f"{kernel.name}: its scalar fallback orders its tensor parameters differently")
         for position, t in enumerate(packed.kernel.tensors):
             packed.set_tensor(position, 0, sizes[t.name], alloc[t.name])
         for position, sc in enumerate(packed.kernel.scalars):

@@ -143,3 +143,12 @@ def test_backend_option_from_env_and_use_options():
         options_from_env({"FUSER_BACKEND": "gpu"})
     with use_options(backend="cuda") as opts:
         assert opts.backend == "cuda"
+
+
+def test_a_changed_environment_changes_the_options_of_the_next_call(monkeypatch):
+    monkeypatch.delenv("NVFUSER_DUMP", raising=False)
+    assert DumpOption.cuda_kernel not in current_options().dump
+    monkeypatch.setenv("NVFUSER_DUMP", "cuda_kernel")
+    assert DumpOption.cuda_kernel in current_options().dump
+    monkeypatch.setenv("NVFUSER_DUMP", "")
+    assert DumpOption.cuda_kernel not in current_options().dump

@@ -193,8 +193,6 @@ def test_fast_plan_packs_workspaces_once_and_replays_keep_them() -> None:
     work, sem = launch.workspaces[WORK], launch.workspaces[SEMAPHORES]
     assert [w.value for w in launch.packed.workspaces] == [work.data.ptr, sem.data.ptr]
 
-    plan = FastPlan.__new__(FastPlan)
-    plan.launches, plan.results, plan.torch_out, plan.fell_back = [launch], [], False, []
     seen = []
 
     def launch_kernel(function, gx, gy, gz, bx, by, bz, shared, stream, address, extra):
@@ -203,8 +201,8 @@ def test_fast_plan_packs_workspaces_once_and_replays_keep_them() -> None:
         data = ctypes.c_void_p.from_address(pointers[0]).value
         seen.append((function, (gx, gy, gz), (bx, by, bz), shared, data, workspaces))
 
-    plan._launch_kernel = launch_kernel
     inputs = [SimpleNamespace(data_ptr=lambda: 0x1000), SimpleNamespace(data_ptr=lambda: 0x2000)]
+    plan = FastPlan([launch], [], False, None, None, inputs, launch_kernel=launch_kernel)  # type: ignore[arg-type]
     assert plan.run(inputs, stream_ptr=7) == []
     misaligned = [SimpleNamespace(data_ptr=lambda: 0x1004), inputs[1]]
     plan.run(misaligned, stream_ptr=7)  # takes the scalar fallback, packed on first need
