@@ -25,8 +25,9 @@ launch leaves them zeroed, so one buffer serves every replay.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,12 +141,12 @@ class FastPlan:
         self._torch_inputs = [p for p, x in enumerate(inputs) if hasattr(x, "data_ptr")]
         self._cupy_inputs = [p for p, x in enumerate(inputs) if not hasattr(x, "data_ptr") and hasattr(x, "data")]
         slot_of = {("input", p): p for p in range(len(inputs))}
-        self._outputs: list[tuple[int, list[tuple[int, PlannedOutput]]]] = []
+        self._outputs: list[tuple[int, list[tuple[int, Any]]]] = []
         for index, launch in enumerate(launches):
             allocated = []
             for out in launch.outputs:
                 slot_of[("tensor", out.name)] = len(slot_of)
-                allocated.append((slot_of[("tensor", out.name)], out))
+                allocated.append((slot_of[("tensor", out.name)], self._allocator(out)))
             self._outputs.append((index, allocated))
         self._slots = len(slot_of)
         self._sources = [[slot_of[source] for source in launch.sources] for launch in launches]
@@ -153,7 +154,6 @@ class FastPlan:
 
     def run(self, inputs: Sequence[Any], stream_ptr: int) -> list[Any]:
         launch_kernel = self._launch_kernel
-        empty = self._empty
         if self.fell_back:
             self.fell_back = []
         pointers: list[Any] = [0] * self._slots
@@ -166,8 +166,8 @@ class FastPlan:
         index, launching = 0, False  # for a CUDA error: the launch under way, its launch call in flight
         try:
             for (index, allocated), launch, sources in zip(self._outputs, self.launches, self._sources, strict=True):
-                for slot, out in allocated:
-                    array = arrays[slot] = empty(out)
+                for slot, make in allocated:
+                    array = arrays[slot] = make()
                     pointers[slot] = array.data_ptr() if torch_out else array.data.ptr
                 ptrs = [pointers[slot] for slot in sources]
                 function, packed = launch.function, launch.packed
@@ -217,17 +217,24 @@ class FastPlan:
         kernels = self._launched_kernels(index + 1 if in_launch else index)
         return self.log.replay_failed(err, kernels, in_launch)
 
-    def _empty(self, out: PlannedOutput) -> Any:
+    def _allocator(self, out: PlannedOutput) -> Callable[[], Any]:
+        """What allocates `out` at each replay, everything but the allocation worked out now."""
         if self.torch_out:
-            return self._torch_empty(
-                out.shape, out.strides, dtype=self._torch_dtypes[out.dtype], device=self._torch_device
+            return functools.partial(
+                self._torch_empty,
+                out.shape,
+                out.strides,
+                dtype=self._torch_dtypes[out.dtype],
+                device=self._torch_device,
             )
         import cupy
 
         itemsize = out.dtype.itemsize
-        storage = np.uint16 if out.dtype == DataType.BFloat16 else out.dtype.numpy
-        memory = cupy.cuda.alloc(max(1, span_elements(out.shape, out.strides)) * itemsize)
-        return cupy.ndarray(out.shape, storage, memory, strides=tuple(s * itemsize for s in out.strides))
+        storage = np.dtype(np.uint16 if out.dtype == DataType.BFloat16 else out.dtype.numpy)
+        nbytes = max(1, span_elements(out.shape, out.strides)) * itemsize
+        byte_strides = tuple(st * itemsize for st in out.strides)
+        ndarray, alloc, shape = cupy.ndarray, cupy.cuda.alloc, out.shape
+        return lambda: ndarray(shape, storage, alloc(nbytes), byte_strides)
 
 
 def span_elements(shape: Sequence[int], strides: Sequence[int]) -> int:
