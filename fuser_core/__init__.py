@@ -27,6 +27,7 @@ from fuser_core.segmenter.printer import (
     print_scheduler_params,
     print_segmented_fusion,
     print_segmenter_log,
+    recompute_lines,
 )
 from fuser_core.segmenter.printer import print_scheduled as print_scheduled_groups
 from fuser_core.segmenter.segmented_fusion import SegmentedFusion
@@ -83,6 +84,7 @@ __all__ = [
     "print_scheduler_params",
     "print_segmented_fusion",
     "print_segmenter_log",
+    "recompute_lines",
     "select_backend",
     "trace_element",
     "use_options",

@@ -28,6 +28,7 @@ from fuser_core import (
     print_scheduler_params,
     print_segmented_fusion,
     print_segmenter_log,
+    recompute_lines,
 )
 
 NO_KERNELS = "no kernels generated yet: the {backend} backend runs the scheduled groups without CUDA code"
@@ -167,6 +168,7 @@ class Artifacts:
     estimates: tuple[RooflineEstimate, ...] = ()  # each group's roofline estimate at the run's sizes
     choices: tuple[KernelChoice, ...] = ()  # kernel_choice: each group's candidate kernels and the one kept
     outputs: tuple[OutputArtifact, ...] = ()  # the fusion's outputs at the run's sizes
+    recomputed: tuple[str, ...] = ()  # tensors recomputed in their readers instead of crossing a cut
 
     @property
     def scheduled_math(self) -> str:
@@ -258,6 +260,7 @@ def collect(
         estimates=tuple(report.estimates),
         choices=tuple(report.choices),
         outputs=tuple(OutputArtifact(f"T{tv.name}", tv.dtype.cuda, shapes.get(id(tv))) for tv in outputs),
+        recomputed=tuple(recompute_lines(segmented)),
     )
 
 

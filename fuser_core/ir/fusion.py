@@ -156,6 +156,19 @@ class Fusion:
             if out.definition is expr:
                 out.definition = None
 
+    def mark(self) -> tuple[int, dict[str, int]]:
+        """Where statement creation stands now, for `discard_since`."""
+        return len(self._statements), dict(self._counters)
+
+    def discard_since(self, mark: tuple[int, dict[str, int]]) -> None:
+        """Forget the statements created after `mark` and give their names back: a
+        tentative change undone (the caller has detached them from everything kept)."""
+        count, counters = mark
+        del self._statements[count:]
+        self._counters = dict(counters)
+        self._position_count = -1
+        self.invalidate()
+
     # -- cloning ---------------------------------------------------------------------
     def clone(self) -> tuple[Fusion, dict[int, Any]]:
         """A deep copy with the same names and counters; returns it and a map from

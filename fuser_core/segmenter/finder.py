@@ -8,6 +8,10 @@
    all at once cannot close a cycle (Herrmann et al., SIAM J. Sci. Comput. 2019). A
    merge is legal only if a scheduler accepts the union at these sizes.
 3. A final merge of each producer with a consumer when no other path joins them.
+4. Tensors crossing a cut that are cheap functions of fusion inputs are recomputed in
+   their readers when that reads fewer bytes (recompute.py).
+5. A horizontal merge of groups with no path between them that read a common fusion
+   input, when a scheduler takes the union: that input is read once.
 
 Every merge tried is kept with each scheduler's verdict; at the end each pair of
 neighbouring groups is explained by a side-effect-free merge test.
@@ -27,12 +31,14 @@ from fuser_core.scheduler.common import drop_output_hints
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 from fuser_core.scheduler.id_map import IdMap
 from fuser_core.scheduler.registry import BY_TYPE, SCHEDULERS, propose
+from fuser_core.segmenter.recompute import CutRecomputer
 from fuser_core.segmenter.segmented_fusion import (
     MergeAttempt,
     NeighbourReason,
     SegmentedEdge,
     SegmentedFusion,
     SegmentedGroup,
+    SegmenterStep,
 )
 
 
@@ -93,7 +99,7 @@ class SegmentCandidateFinder:
         self.exprs = list(exprs) if exprs is not None else [e for e in fusion.exprs() if e.is_tensor_op()]
         self.order = {id(e): i for i, e in enumerate(self.exprs)}
         self.fusion_outputs = {id(v) for v in fusion.outputs}
-        self.attempts: list[MergeAttempt] = []
+        self.attempts: list[SegmenterStep] = []
         self.groups: dict[int, _Group] = {}
         self.owner: dict[int, int] = {}  # id(expr) -> group key
         self._next_key = 0
@@ -131,6 +137,8 @@ class SegmentCandidateFinder:
         self._connect()
         self._merge_rounds()
         self._final_merge()
+        CutRecomputer(self).run()
+        self._horizontal_merge()
         return self._finish(list(self.groups.values()), tuple(rejections))
 
     def split(self) -> list[tuple[list[Expr], Scheduler | None, list[Rejection]]]:
@@ -184,6 +192,14 @@ class SegmentCandidateFinder:
                 if pending[consumer] == 0:
                     ready.append(consumer)
         return ordered
+
+    def _refresh_order(self) -> None:
+        """After the fusion changed (recomputation): its tensor expressions, producers first."""
+        self.exprs = [e for e in self.fusion.exprs() if e.is_tensor_op()]
+        self.order = {id(e): i for i, e in enumerate(self.exprs)}
+
+    def _sorted(self, exprs: Sequence[Expr]) -> list[Expr]:
+        return sorted(exprs, key=lambda e: self.order[id(e)])
 
     def _first_expr(self, key: int) -> int:
         return self.order[id(self.groups[key].exprs[0])]
@@ -313,6 +329,40 @@ class SegmentCandidateFinder:
                         break
                 if changed:
                     break
+
+    def _horizontal_merge(self) -> None:
+        """Groups neither of which reaches the other and that read a common fusion input
+        merge when a scheduler takes the union (nvFuser's CombineReductions merges
+        reductions of one signature so): no cycle can close, and the input is read once."""
+        changed = True
+        while changed:
+            changed = False
+            self._connect()
+            ordered = self._levels()
+            for group in ordered:
+                self._verdict(group)  # for the log's labels
+            for i, a in enumerate(ordered):
+                for b in ordered[i + 1 :]:
+                    if not self._share_input(a, b) or self._reaches(a, b) or self._reaches(b, a):
+                        continue
+                    if self._attempt(a, b, "horizontal merge"):
+                        self._merge(a, b)
+                        changed = True
+                        break
+                if changed:
+                    break
+        self._connect()
+
+    def _share_input(self, a: _Group, b: _Group) -> bool:
+        fusion_inputs = {id(v) for v in self.fusion.inputs}
+
+        def read(group: _Group) -> set[int]:
+            return {id(v) for e in group.exprs for v in e.inputs if id(v) in fusion_inputs and v.name_category == "tv"}
+
+        return bool(read(a) & read(b))
+
+    def _reaches(self, source: _Group, target: _Group) -> bool:
+        return target.key in source.consumers or self._other_path(source, target)
 
     def _other_path(self, source: _Group, target: _Group) -> bool:
         """Whether `target` is reachable from `source` other than by their direct edge."""

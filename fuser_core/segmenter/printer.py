@@ -20,6 +20,7 @@ def print_segmented_fusion(segmented: SegmentedFusion) -> str:
     text += "edges: \n"
     for edge in segmented.edges:
         text += f"  e{{ {groups[edge.producer].label()} -> {groups[edge.consumer].label()}({edge.val}) }}\n"
+    text += _recomputed(segmented)
     text += "\ngroup details:\n"
     for group in groups:
         text += f"g{{({group.scheduler.value})\ngroup id: {group.id}\ninputs:\n{_io(group.inputs)}"
@@ -27,6 +28,22 @@ def print_segmented_fusion(segmented: SegmentedFusion) -> str:
         text += "".join(f"{e.to_string()}({e.name})\n" for e in group.exprs)
         text += "}\n\n"
     return text + "} //Segmented_Fusion\n"
+
+
+def recompute_lines(segmented: SegmentedFusion) -> list[str]:
+    """One line per tensor recomputed in its reader instead of crossing a cut (recompute.py)."""
+    lines = []
+    for record in segmented.recomputes:
+        definition = record.clone.definition if record.clone is not None else None
+        group = segmented.group_of(definition) if definition is not None else None
+        if group is not None:
+            lines.append(record.summary(group.id))
+    return lines
+
+
+def _recomputed(segmented: SegmentedFusion, indent: str = "") -> str:
+    lines = recompute_lines(segmented)
+    return f"{indent}recomputed at the cut:\n" + "".join(f"{indent}  {line}\n" for line in lines) if lines else ""
 
 
 def print_segmenter_log(segmented: SegmentedFusion) -> str:
@@ -66,6 +83,7 @@ def print_legend(segmented: SegmentedFusion) -> str:
     if segmented.whole_fusion_rejections:
         text += "  the whole fusion as one kernel:\n"
         text += "".join(f"    {r.line()}\n" for r in segmented.whole_fusion_rejections)
+    text += _recomputed(segmented, indent="  ")
     intermediates = segmented.intermediates()
     if intermediates:
         text += "  intermediates in global memory: " + ", ".join(f"T{t.name}" for t in intermediates) + "\n"

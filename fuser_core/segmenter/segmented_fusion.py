@@ -3,7 +3,7 @@ neighbours stayed apart. Printers and the workbench read it; nothing here decide
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from fuser_core.ir.base import Expr
 from fuser_core.ir.fusion import Fusion
@@ -74,7 +74,7 @@ class MergeAttempt:
     scheduler: SchedulerType | None = None
     rejections: tuple[Rejection, ...] = ()
     category: RejectCategory | None = None
-    stage: str = "merge"  # "whole fusion", "merge", "final merge", "neighbours"
+    stage: str = "merge"  # "whole fusion", "merge", "final merge", "horizontal merge"
     note: str = ""
 
     def lines(self) -> list[str]:
@@ -85,6 +85,61 @@ class MergeAttempt:
         out = [head + "rejected" + category + (f": {self.note}" if self.note else "")]
         out += [f"  {r.line()}" for r in self.rejections]
         return out
+
+
+def format_bytes(count: int) -> str:
+    """`256 MiB`, `128.1 MiB`, `64 KiB`, `12 B`."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{count} B"
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """A tensor crossing a cut that the segmenter offered to recompute in its reader from
+    fusion inputs (recompute.py): the groups, as labels, the inputs the recomputation
+    reads, the bytes the reader would newly read against the tensor's, and the verdict."""
+
+    tensor: str  # "T9"
+    producer: str  # group labels at the time
+    consumer: str
+    sources: tuple[str, ...]  # fusion inputs the recomputation reads
+    new_bytes: int  # of those, the ones the reader did not read already
+    crossing_bytes: int  # the tensor's, written once and read back
+    accepted: bool = False
+    scheduler: SchedulerType | None = None  # the reader's, with the recomputation
+    rejections: tuple[Rejection, ...] = ()
+    note: str = ""  # why not: "not cheaper", "no scheduler accepts the reader with it"
+    clone: TensorView | None = field(default=None, compare=False)  # the reader's copy
+    stage: str = "recompute"
+
+    def rejected(self, note: str, rejections: list[Rejection] | tuple[Rejection, ...] = ()) -> Recompute:
+        return replace(self, accepted=False, note=note, rejections=tuple(rejections))
+
+    def accepted_as(self, scheduler: SchedulerType | None, clone: TensorView) -> Recompute:
+        return replace(self, accepted=True, scheduler=scheduler, clone=clone)
+
+    def bytes_text(self) -> str:
+        return f"reads {format_bytes(self.new_bytes)} of new inputs instead of {format_bytes(self.crossing_bytes)}"
+
+    def summary(self, group: int) -> str:
+        """`T9 in g1 from T1, T2, T3 as T39: reads ...` for an accepted one, by final group id."""
+        clone = f" as T{self.clone.name}" if self.clone is not None else ""
+        return f"{self.tensor} in g{group} from {', '.join(self.sources)}{clone}: {self.bytes_text()}"
+
+    def lines(self) -> list[str]:
+        head = f"[{self.stage}] {self.tensor} of {self.producer} read by {self.consumer}: "
+        sources = ", ".join(self.sources)
+        if self.accepted and self.clone is not None:
+            sched = self.scheduler.value if self.scheduler else "?"
+            text = f"recomputed from {sources} as T{self.clone.name}: {self.bytes_text()}: ***Accepted*** as: {sched}"
+            return [head + text]
+        out = [head + f"not recomputed from {sources} ({self.note}): {self.bytes_text()}"]
+        return out + [f"  {r.line()}" for r in self.rejections]
+
+
+SegmenterStep = MergeAttempt | Recompute  # one entry of the segmenter log
 
 
 @dataclass(frozen=True)
@@ -120,7 +175,7 @@ class SegmentedFusion:
     complete: Fusion
     groups: list[SegmentedGroup]
     edges: list[SegmentedEdge]
-    attempts: list[MergeAttempt] = field(default_factory=list)
+    attempts: list[SegmenterStep] = field(default_factory=list)
     whole_fusion_rejections: tuple[Rejection, ...] = ()
     reasons: list[NeighbourReason] = field(default_factory=list)
     id_maps: dict[int, IdMap] = field(default_factory=dict)  # each group's own, by group id
@@ -140,6 +195,11 @@ class SegmentedFusion:
             if group.candidates and _candidates_now(group, view, info, params) != [c.params for c in group.candidates]:
                 return f"g{group.id} {group.scheduler.value} kernel choice candidates changed"
         return None
+
+    @property
+    def recomputes(self) -> list[Recompute]:
+        """The tensors recomputed in their readers instead of crossing a cut."""
+        return [a for a in self.attempts if isinstance(a, Recompute) and a.accepted]
 
     def view(self, group: SegmentedGroup) -> GroupView:
         """The group as its scheduler sees it."""

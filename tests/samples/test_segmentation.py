@@ -35,7 +35,7 @@ EXPECTED_SCHEDULERS = {
     "gelu_tanh_fwd": ["pointwise"],
     "issue785_gelu_bias_bwd": ["reduction", "pointwise"],
     "issue785_reduction_pow": ["reduction", "pointwise"],
-    "layer_norm_bwd": ["inner_persistent", "reduction", "reduction"],
+    "layer_norm_bwd": ["inner_persistent", "reduction"],
     "layer_norm_fwd": ["inner_persistent"],
     "linear_output_order": ["reduction"],
     "resize_pad_to_broadcast_dynamic": ["pointwise"],

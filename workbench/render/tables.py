@@ -122,6 +122,9 @@ def whole_fusion_note(a: Artifacts) -> RenderableType:
     if a.whole_fusion_rejections:
         parts.append(Text("the whole fusion as one kernel:", style="bold"))
         parts += [ir_text("  " + line) for line in a.whole_fusion_rejections]
+    if a.recomputed:
+        parts.append(Text("recomputed at the cut:", style="bold"))
+        parts += [Text("  " + line) for line in a.recomputed]
     intermediates = sorted({e.tensor for e in a.edges}, key=lambda t: int(t[1:]))
     if intermediates:
         parts.append(Text("intermediates in global memory: " + ", ".join(intermediates)))

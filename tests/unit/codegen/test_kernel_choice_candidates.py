@@ -30,7 +30,6 @@ EXPECTED = {
     "layer_norm_bwd": {
         0: ["persistent", "non-persistent"],
         1: ["no grid split", "grid split 2"],
-        2: ["no grid split", "grid split 2"],
     },
     "cross_entropy_bwd": {0: ["persistent", "non-persistent"]},
     "dynamic_reshape": {0: ["persistent", "non-persistent"]},
