@@ -51,6 +51,7 @@ from fuser_core.scheduler.welford_translation import translatable_in, translate_
 # after indexing and temporaries, in bytes.
 REGISTER_BUDGET_BYTES = 160 * 4
 MAX_THREADS = 512
+SHARED_SCRATCH_BYTES = 1024 * 8  # a block reduction's shared scratch, at most (1024 threads, 8 bytes)
 
 
 @dataclass(frozen=True)
@@ -277,8 +278,15 @@ def _inner_persistent_params(
     row_bytes = _buffer_bytes_per_row(group, info)
     in_shared = split.spare_registers < REGISTER_OVERHEAD and row_bytes <= info.device.shared_memory_per_block
     if in_shared:
-        held = max(1, held - sum(tv.dtype.itemsize for tv in persistent_buffers(group)))
-        split = choose_split(lanes, rows, held * vec, _has_exp(group), info.device, shared_bytes_per_row=row_bytes)
+        buffer_bytes = sum(tv.dtype.itemsize for tv in persistent_buffers(group))
+        shared = choose_split(
+            lanes, rows, max(1, held - buffer_bytes) * vec, _has_exp(group), info.device, shared_bytes_per_row=row_bytes
+        )
+        # The tile spans every launched thread's batch (past the row's end too).
+        tile = shared.rows_per_block * shared.padded_x * shared.batch * vec * buffer_bytes
+        in_shared = tile + SHARED_SCRATCH_BYTES <= info.device.shared_memory_per_block
+        if in_shared:
+            split, held = shared, max(1, held - buffer_bytes)
     return ReductionParams(
         SchedulerType.inner_persistent, ref.name, True, True, vec, split.padded_x, split.rows_per_block, 1,
         split.batch, 1, rows, length, row_bytes, in_shared, _buffers(group, True),
