@@ -52,7 +52,6 @@ from torch_refs import REDUCTIONS, TORCH  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 from fuser_core import EnableOption, load_repro, use_options  # noqa: E402
-from fuser_core.runtime.fast_path import DYNAMIC_SHARED_BYTES  # noqa: E402
 
 SAMPLES = ROOT / "sample_fusions"
 SAMPLE_NAMES = sorted(p.stem for p in SAMPLES.glob("*.py"))
@@ -165,18 +164,19 @@ def kernel_rows(name, fd, limits):
         threads = math.prod(record.launch.block)
         registers = loaded.num_regs if loaded else record.registers or 0
         local = loaded.local_size_bytes if loaded else record.spills
-        shared = loaded.shared_size_bytes if loaded else record.launch.shared_bytes
+        dynamic = record.launch.dynamic_shared_bytes
+        shared = loaded.shared_size_bytes if loaded else record.launch.shared_bytes - dynamic  # static part
         blocks = None
         if loaded is not None:
             occupancy_api = getattr(cupy.cuda.driver, "occupancyMaxActiveBlocksPerMultiprocessor", None)
             if occupancy_api is not None:
                 try:
-                    blocks = occupancy_api(loaded.function.ptr, threads, DYNAMIC_SHARED_BYTES)
+                    blocks = occupancy_api(loaded.function.ptr, threads, dynamic)
                 except Exception:  # a driver without it: computed below from the limits
                     blocks = None
         how = "driver"
         if blocks is None:
-            blocks = blocks_per_sm_from_limits(limits, threads, registers, shared + DYNAMIC_SHARED_BYTES)
+            blocks = blocks_per_sm_from_limits(limits, threads, registers, shared + dynamic)
             how = "computed"
         warps = blocks * -(-threads // limits["warp"])
         max_warps = limits["threads_per_sm"] // limits["warp"]

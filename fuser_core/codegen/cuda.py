@@ -209,6 +209,12 @@ class _Printer:
 
     def _alloc(self, stmt: k.Alloc, depth: int) -> None:
         t = ctype(stmt.dtype)
+        if stmt.memory == k.Memory.shared and stmt.dynamic_offset is not None:
+            # every extern __shared__ array starts at the block's dynamic shared memory
+            self.emit(depth, f"extern __shared__ __align__(16) char {stmt.buffer}_dynamic[];")
+            cast = f"reinterpret_cast<{t}*>({stmt.buffer}_dynamic + {stmt.dynamic_offset})"
+            self.emit(depth, f"{t}* __restrict__ {stmt.buffer} = {cast};  // {stmt.size} elements")
+            return
         if stmt.memory == k.Memory.shared:
             self.emit(depth, f"__shared__ alignas(16) {t} {stmt.buffer}[{stmt.size}];")
             return

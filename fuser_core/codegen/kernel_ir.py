@@ -138,6 +138,8 @@ class Alloc(Stmt):
     memory: Memory
     zero: bool = False  # zero-filled, so that predicated-off loads read a defined value
     init: Node | None = None  # every element starts as this value (a reduction's initial value)
+    # Shared only: its byte offset in the kernel's dynamic shared memory; None: a static array.
+    dynamic_offset: int | None = None
 
 
 @dataclass
@@ -284,11 +286,12 @@ class Kernel:
     body: list[Stmt]
     launch: list[LaunchDim]
     index_type: DataType  # Int32 or Int (int64)
-    shared_bytes: int = 0
+    shared_bytes: int = 0  # static and dynamic
     vectorized: bool = False  # whether any VectorCopy is in the body
     workspaces: list[Workspace] = field(default_factory=list)
     max_threads: int = 0  # an upper bound of the block size (`__launch_bounds__`); 0: unknown
     min_blocks: int = 0  # blocks per SM the registers must allow (`__launch_bounds__`' second argument); 0: any
+    dynamic_shared_bytes: int = 0  # what the launch asks for (past 48 KiB the function must opt in)
 
     @property
     def params(self) -> list[TensorArg | ScalarArg]:

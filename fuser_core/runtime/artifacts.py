@@ -16,7 +16,8 @@ from dataclasses import dataclass
 class LaunchParams:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
-    shared_bytes: int = 0
+    shared_bytes: int = 0  # static and dynamic, for the dumps
+    dynamic_shared_bytes: int = 0  # what the launch asks for (the kernel's extern __shared__ arrays)
 
     def line(self) -> str:
         g, b = self.grid, self.block

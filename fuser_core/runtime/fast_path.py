@@ -39,13 +39,6 @@ from fuser_core.runtime.artifacts import LaunchParams
 from fuser_core.runtime.launch_errors import FaultKernel, LaunchLog, is_cuda_error
 from fuser_core.scheduler.device import DeviceProperties
 
-# Generated kernels declare every shared array statically (`__shared__ T name[N];`), so
-# the loaded function already reserves it (LaunchParams.shared_bytes reports those bytes
-# for the dumps); asking cuLaunchKernel for them again as dynamic shared memory would
-# double the block's shared memory and fail past the 48 KiB a launch gets without opting
-# in. A printer that emits `extern __shared__` must size the dynamic part here.
-DYNAMIC_SHARED_BYTES = 0
-
 _TORCH_DTYPES = {
     DataType.Float: "float32",
     DataType.Double: "float64",
@@ -187,7 +180,7 @@ class FastPlan:
                         b[0],
                         b[1],
                         b[2],
-                        DYNAMIC_SHARED_BYTES,  # launch.params.shared_bytes is static shared memory
+                        launch.params.dynamic_shared_bytes,  # the static part is the function's own
                         stream_ptr,
                         packed.address,
                         0,

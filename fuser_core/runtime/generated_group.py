@@ -65,14 +65,16 @@ class GeneratedGroup:
         found = self._compiled.get(vectorized)
         if found is None:
             from fuser_core.runtime.kernel_cache import compile_kernel
-            from fuser_core.runtime.nvrtc import load_module
+            from fuser_core.runtime.nvrtc import allow_dynamic_shared_memory, load_module
 
             kernel = self.kernel
             if not vectorized:
                 kernel = lower_group(self.fusion, self.kernel.name, self.kernel.index_type, vectorize=False)  # type: ignore[arg-type]
             module = compile_kernel(translation_unit(kernel), kernel.name, arch=self.device)
             self.last_cache_hit = module.cache_hit
-            found = _Compiled(load_module(module)[kernel.name], module, PackedArgs(kernel))
+            loaded = load_module(module)[kernel.name]
+            allow_dynamic_shared_memory(loaded, kernel.dynamic_shared_bytes)
+            found = _Compiled(loaded, module, PackedArgs(kernel))
             self._compiled[vectorized] = found
         return found
 

@@ -117,9 +117,9 @@ def launch_params(
         dims[dim.hardware] = max(dims[dim.hardware], evaluate(dim.extent, sizes, strides, scalars))
     grid = (dims["blockIdx.x"], dims["blockIdx.y"], dims["blockIdx.z"])
     block = (dims["threadIdx.x"], dims["threadIdx.y"], dims["threadIdx.z"])
-    # The kernel's static `__shared__` arrays, for the dumps ("Smem Size"): launches pass
-    # no dynamic shared memory (DYNAMIC_SHARED_BYTES), as no kernel declares `extern __shared__`.
-    return LaunchParams(grid, block, kernel.shared_bytes)
+    # All the kernel's shared memory for the dumps ("Smem Size"); the launch asks only for
+    # the dynamic part (a static `__shared__` array is reserved by the function itself).
+    return LaunchParams(grid, block, kernel.shared_bytes, kernel.dynamic_shared_bytes)
 
 
 def workspace_elements(workspace: k.Workspace, params: LaunchParams) -> int:

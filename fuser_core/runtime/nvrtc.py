@@ -340,6 +340,21 @@ def load_module(compiled: CompiledModule) -> LoadedModule:
     )
 
 
+# CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES of the CUDA driver API.
+_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024  # what a launch may ask for without opting in
+
+
+def allow_dynamic_shared_memory(kernel: LoadedKernel, nbytes: int) -> None:
+    """Let `kernel` launch with `nbytes` of dynamic shared memory: past 48 KiB the function
+    must opt in (up to the device's sharedMemPerBlockOptin) before its first launch."""
+    if nbytes <= DEFAULT_DYNAMIC_SHARED_LIMIT:
+        return
+    from cupy.cuda import driver as cuda_driver  # heavy and optional: only where kernels run
+
+    cuda_driver.funcSetAttribute(kernel.function.ptr, _MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
+
+
 def _load_kernel(module: Any, name: str, symbol: str, kind: str, cuda_driver: Any) -> LoadedKernel:
     function = module.get_function(symbol)
     attributes = {key: int(cuda_driver.funcGetAttribute(code, function.ptr)) for key, code in _FUNC_ATTRIBUTES.items()}

@@ -18,7 +18,6 @@ from typing import Any
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.ir.dtype import DataType
 from fuser_core.runtime.artifacts import LaunchParams
-from fuser_core.runtime.fast_path import DYNAMIC_SHARED_BYTES
 
 
 def _tensor_struct(index: Any, ndim: int, alloc_ndim: int) -> Any:
@@ -89,7 +88,7 @@ def launch(function: Any, params: LaunchParams, packed: PackedArgs, stream: Any)
         function.ptr,
         *params.grid,
         *params.block,
-        DYNAMIC_SHARED_BYTES,  # params.shared_bytes is static: the function reserves it
+        params.dynamic_shared_bytes,  # the static part of params.shared_bytes is the function's own
         stream.ptr,
         ctypes.addressof(packed.pointers),
         0,

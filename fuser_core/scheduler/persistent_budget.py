@@ -20,11 +20,15 @@ can reach. The chosen one, in order of preference:
 
 The registers per thread it settles on become `__launch_bounds__(threads, blocks per SM)`,
 nvFuser's `maxrregcount`: the compiler is asked to fit exactly that budget.
+
+When the buffers live in shared memory instead (`shared_bytes_per_row` > 0: the row did
+not fit the registers), `bytes_per_lane` counts only what stays in registers, and the
+shared memory caps the rows per block and the blocks per SM.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fuser_core.scheduler.device import DeviceProperties
 
@@ -37,6 +41,7 @@ WARP_ROWS_MIN_WAVES = 4  # rows per SM from which a short row may take one warp
 OPT_MAX_THREADS_PER_BLOCK = 512
 REGISTER_GRANULARITY = 256  # registers are allocated per warp in units of 256
 SM_PARTITIONS = 4  # warps are spread over four schedulers, registers split evenly
+SHARED_RESERVED_PER_BLOCK = 1024  # shared memory the system keeps per resident block (sm_80+)
 BYTES_PER_REGISTER = 4
 WARP = 32
 
@@ -78,10 +83,16 @@ def threads_per_sm(registers: int, device: DeviceProperties) -> int:
 
 
 def choose_split(
-    lanes: int, rows: int, bytes_per_lane: int, has_exp: bool, device: DeviceProperties
+    lanes: int,
+    rows: int,
+    bytes_per_lane: int,
+    has_exp: bool,
+    device: DeviceProperties,
+    shared_bytes_per_row: int = 0,
 ) -> PersistentSplit:
     """The split of a row of `lanes` vectors whose persistent buffers take `bytes_per_lane`
-    bytes of registers per vector, for `rows` rows."""
+    bytes of registers per vector, for `rows` rows; with `shared_bytes_per_row` bytes of
+    each row in shared memory."""
     overhead = REGISTER_OVERHEAD_EXP if has_exp else REGISTER_OVERHEAD
     target_threads = min(TARGET_WARPS_PER_SM * device.warp_size, device.max_threads_per_sm)
     # Too few rows to fill the GPU: big blocks make the most of the SMs that get one.
@@ -96,10 +107,14 @@ def choose_split(
     # Rows per block: no more than the rows give each SM, nor than the registers hold.
     row_bytes = max(1, lanes * bytes_per_lane)
     max_rows = max(1, min(device.registers_per_sm * BYTES_PER_REGISTER // 2 // row_bytes, -(-rows // device.sm_count)))
+    if shared_bytes_per_row:
+        max_rows = max(1, min(max_rows, device.shared_memory_per_block // shared_bytes_per_row))
     candidates = [
         _candidate(lanes, batch, bytes_per_lane, overhead, target_threads, min_threads, max_rows, device)
         for batch in range(batch_min, batch_max + 1)
     ]
+    if shared_bytes_per_row:
+        candidates = [_within_shared_memory(c, shared_bytes_per_row, device) for c in candidates]
     best_warps = max(c.warps_per_sm for c in candidates)
     target_warps = target_threads // device.warp_size
     if best_warps < target_warps:
@@ -139,6 +154,18 @@ def _candidate(
         tails=threads_x * batch - lanes,
         spare_registers=registers - buffer_registers,
     )
+
+
+def _within_shared_memory(c: PersistentSplit, shared_bytes_per_row: int, device: DeviceProperties) -> PersistentSplit:
+    """`c` with no more blocks per SM than the SM's shared memory holds, and the registers
+    the fewer threads then allow."""
+    per_block = c.rows_per_block * shared_bytes_per_row + SHARED_RESERVED_PER_BLOCK
+    blocks = max(1, min(c.blocks_per_sm, device.shared_memory_per_sm // per_block))
+    if blocks == c.blocks_per_sm:
+        return c
+    registers = registers_per_thread(c.threads * blocks, device)
+    spare = c.spare_registers + registers - c.registers
+    return replace(c, registers=registers, warps_per_sm=c.threads * blocks // device.warp_size, spare_registers=spare)
 
 
 def _preference(c: PersistentSplit, overhead: int, target_warps: int) -> tuple[bool, bool, bool, bool, int, int]:

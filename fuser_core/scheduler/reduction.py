@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import IterDomain, ParallelType
 from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp
-from fuser_core.ir.tensor_view import TensorView
+from fuser_core.ir.tensor_view import MemoryType, TensorView
 from fuser_core.scheduler import common
 from fuser_core.scheduler.base import HeuristicParams, RejectCategory, Rejection, ScheduleRecord, SchedulerType, reject
 from fuser_core.scheduler.checks import (
@@ -51,6 +51,7 @@ from fuser_core.scheduler.welford_translation import translatable_in, translate_
 # after indexing and temporaries, in bytes.
 REGISTER_BUDGET_BYTES = 160 * 4
 MAX_THREADS = 512
+SHARED_SCRATCH_BYTES = 1024 * 8  # a block reduction's shared scratch, at most (1024 threads, 8 bytes)
 
 
 @dataclass(frozen=True)
@@ -75,10 +76,10 @@ class ReductionParams(HeuristicParams):
     padded_threads: int = 0
     min_blocks_per_sm: int = 0
     registers_per_thread: int = field(default=0, compare=False)  # the budget `__launch_bounds__` asks for
-    buffer_registers_per_thread: int = field(default=0, compare=False)  # persistent buffers' share of it
+    buffer_registers_per_thread: int = field(default=0, compare=False)  # what a thread holds across the row
     occupancy_warps_per_sm: int = field(default=0, compare=False)
-    # False where the buffers alone outgrow the registers of the largest block: the kernel
-    # will spill (shared-memory persistence, nvFuser's answer, is not implemented yet).
+    # False where what a thread holds in registers outgrows those of the largest block:
+    # the kernel will spill (with the buffers in registers, it goes to shared memory first).
     fits_in_registers: bool = field(default=True, compare=False)
     # Inner persistent: its Welfords run as two block sums over the row in registers
     # (welford_translation), not one division per element.
@@ -250,21 +251,45 @@ class ReductionScheduler:
                 limits[tv.name] = min(limits.get(tv.name, len(tv.loop)), len(tv.loop) - 1)
         common.inline(fusion, limits)
         _rfactor_siblings(fusion, partial, reference)
-        return ScheduleRecord(reference=f"T{partial.name}")
+        notes = _buffers_to_shared_memory(fusion, params) if params.buffer_in_shared_memory else []
+        return ScheduleRecord(reference=f"T{partial.name}", notes=notes)
+
+
+def _buffers_to_shared_memory(fusion: Fusion, params: ReductionParams) -> list[str]:
+    """The persistent buffers in shared memory. Each one keeps the reference's loops, so the
+    thread that stores an element is the one that reads it back after the reduction (its
+    tile spans the block's rows and threads: codegen allocates thread axes of shared tensors)."""
+    buffers = [common.tensor_named(fusion, name) for name in params.buffers]
+    for tv in buffers:
+        tv.memory_type = MemoryType.Shared
+    return [f"persistent buffers in shared memory: {', '.join(f'T{tv.name}' for tv in buffers)}"]
 
 
 def _inner_persistent_params(
     group: GroupView, info: RuntimeInfo, ref: TensorView, rows: int, length: int, vec: int
 ) -> ReductionParams:
     """The persistent batch, threads and rows per block against the register budget
-    (persistent_budget.choose_split)."""
+    (persistent_budget.choose_split); where the buffers would spill out of registers but a
+    block's rows fit in shared memory, the buffers go there and only the loaded inputs stay
+    in registers (all buffers together: nvFuser may keep some of them in registers)."""
     lanes = -(-length // vec)
     held = _register_bytes_per_element(group)
     split = choose_split(lanes, rows, held * vec, _has_exp(group), info.device)
     row_bytes = _buffer_bytes_per_row(group, info)
+    in_shared = split.spare_registers < REGISTER_OVERHEAD and row_bytes <= info.device.shared_memory_per_block
+    if in_shared:
+        buffer_bytes = sum(tv.dtype.itemsize for tv in persistent_buffers(group))
+        shared = choose_split(
+            lanes, rows, max(1, held - buffer_bytes) * vec, _has_exp(group), info.device, shared_bytes_per_row=row_bytes
+        )
+        # The tile spans every launched thread's batch (past the row's end too).
+        tile = shared.rows_per_block * shared.padded_x * shared.batch * vec * buffer_bytes
+        in_shared = tile + SHARED_SCRATCH_BYTES <= info.device.shared_memory_per_block
+        if in_shared:
+            split, held = shared, max(1, held - buffer_bytes)
     return ReductionParams(
         SchedulerType.inner_persistent, ref.name, True, True, vec, split.padded_x, split.rows_per_block, 1,
-        split.batch, 1, rows, length, row_bytes, False, _buffers(group, True),
+        split.batch, 1, rows, length, row_bytes, in_shared, _buffers(group, True),
         padded_threads=split.padded_x, min_blocks_per_sm=split.blocks_per_sm,
         registers_per_thread=split.registers,
         buffer_registers_per_thread=-(-split.batch * held * vec // 4),

@@ -8,10 +8,18 @@ from collections.abc import Mapping
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.indexing import Indexing
-from fuser_core.codegen.lower.model import HARDWARE, INDEX, Coords, concrete, first_reduction_position, loop_var
+from fuser_core.codegen.lower.model import (
+    HARDWARE,
+    INDEX,
+    Coords,
+    concrete,
+    first_reduction_position,
+    loop_var,
+    padded_size,
+)
 from fuser_core.codegen.simplify import add, const_value, div, mul
 from fuser_core.errors import FuserError
-from fuser_core.ir.iter_domain import IterDomain, Merge, Split
+from fuser_core.ir.iter_domain import IterDomain, Merge, ParallelType, Split
 from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
 from fuser_core.ir.tensor_view import MemoryType, TensorView
 
@@ -25,7 +33,9 @@ class Buffers(Indexing):
         start = tv.compute_at_pos
         if isinstance(tv.definition, ReductionOp | WelfordOp):  # allocated before its reduction loops
             start = min(start, first_reduction_position(tv))
-        for dim in tv.loop[start:]:
+        for pos, dim in enumerate(tv.loop):
+            if pos < start and not (tv.memory_type == MemoryType.Shared and _is_thread(dim)):
+                continue  # a shared tile holds every thread's part, even along its consumers' loops
             if dim.is_reduction:
                 continue  # a reduction's buffer holds one partial result per iteration point
             if dim.is_broadcast and tv.memory_type == MemoryType.Local:
@@ -92,6 +102,9 @@ class Buffers(Indexing):
         return slot
 
     def _const_extent(self, dim: IterDomain, tv: TensorView) -> k.Node:
+        padded = padded_size(dim)
+        if tv.memory_type == MemoryType.Shared and _is_thread(dim) and padded is not None:
+            return k.Const(INDEX, padded)  # the launched threads bound a run-time extent
         extent = self.extent(concrete(dim) if tv.memory_type == MemoryType.Local else dim)
         if const_value(extent) is None:
             raise FuserError(
@@ -106,3 +119,7 @@ class Buffers(Indexing):
         for dim in self._allocated_dims(tv):
             size *= int(const_value(self._const_extent(dim, tv)))  # type: ignore[arg-type]
         return size
+
+
+def _is_thread(dim: IterDomain) -> bool:
+    return dim.parallel_type in (ParallelType.TIDx, ParallelType.TIDy, ParallelType.TIDz)

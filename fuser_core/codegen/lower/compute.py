@@ -64,7 +64,7 @@ class Compute(Buffers):
         primary = _primary(tv)
         if primary is not self.computing and primary in self.materialized and primary not in self.outputs:
             if tv.memory_type == MemoryType.Shared:
-                return k.Read(tv.dtype, f"T{tv.name}", self._padded(tv, self._forward_slot(tv, inst.coords)))
+                return k.Read(tv.dtype, f"T{tv.name}", self._padded(tv, self._read_slot(tv, inst.coords)))
             buffer = self.buffers[(tv.name, self._for_buffer(primary, inst))]
             if not self._in_scope(buffer) and not isinstance(primary.definition, ReductionOp | WelfordOp):
                 # Its loops were closed before this consumer's were opened: recompute the

@@ -19,6 +19,8 @@ from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
 from fuser_core.ir.tensor_view import TensorView, transforms_between
 from fuser_core.scheduler.loop_check import loop_domain_problems
 
+STATIC_SHARED_LIMIT = 48 * 1024  # the most `__shared__` arrays a kernel may declare
+
 
 class Lowering(Stores):
     """A scheduled group's fusion lowered to one kernel: `Lowering(...).lower()`."""
@@ -70,6 +72,7 @@ class Lowering(Stores):
         self._close_loops(0)
         self._finish_guards()
         self._size_reduce_scratch()
+        dynamic_shared = _place_in_dynamic_shared_memory(self.body, self.shared_bytes)
         semaphores = {s.semaphores for s in k.walk(self.body) if isinstance(s, k.ParallelReduce)}
         why = group_grid_reductions(self.body)
         # A deferred grid reduction arrives with the last one: its semaphore is not needed.
@@ -116,7 +119,22 @@ class Lowering(Stores):
             workspaces=self.workspaces,
             max_threads=self._max_threads() if self.reduce_scratch else 0,
             min_blocks=self._min_blocks() if self.reduce_scratch else 0,
+            dynamic_shared_bytes=dynamic_shared,
         )
+
+
+def _place_in_dynamic_shared_memory(body: list[k.Stmt], shared_bytes: int) -> int:
+    """Past the 48 KiB a kernel may declare statically (a persistent row in shared memory),
+    its shared arrays are laid out in dynamic shared memory, 16-byte aligned; returns the
+    bytes to launch with."""
+    if shared_bytes <= STATIC_SHARED_LIMIT:
+        return 0
+    offset = 0
+    for stmt in body:
+        if isinstance(stmt, k.Alloc) and stmt.memory == k.Memory.shared:
+            stmt.dynamic_offset = offset
+            offset += -(-stmt.size * stmt.dtype.itemsize // 16) * 16
+    return offset
 
 
 def _shrinking_resize(lowering: Stores, tv: TensorView) -> Resize | None:

@@ -17,7 +17,7 @@ from fuser_core.codegen import kernel_ir as k
 from fuser_core.ir.dtype import DataType
 from fuser_core.runtime.artifacts import LaunchParams
 from fuser_core.runtime.device_arrays import allocate_workspace
-from fuser_core.runtime.fast_path import DYNAMIC_SHARED_BYTES, FastPlan
+from fuser_core.runtime.fast_path import FastPlan
 from fuser_core.runtime.fast_plan import planned_launch
 from fuser_core.runtime.generated_group import GeneratedGroup
 from fuser_core.runtime.launch_sizes import workspace_elements
@@ -210,9 +210,8 @@ def test_fast_plan_packs_workspaces_once_and_replays_keep_them() -> None:
     plan.run(inputs, stream_ptr=7)
     ptrs = [work.data.ptr, sem.data.ptr]
     assert seen == [
-        (1, (4, 2, 1), (128, 1, 1), DYNAMIC_SHARED_BYTES, 0x1000, ptrs),
-        (2, (4, 2, 1), (128, 1, 1), DYNAMIC_SHARED_BYTES, 0x1004, ptrs),  # same buffers
-        (1, (4, 2, 1), (128, 1, 1), DYNAMIC_SHARED_BYTES, 0x1000, ptrs),
+        (1, (4, 2, 1), (128, 1, 1), 0, 0x1000, ptrs),
+        (2, (4, 2, 1), (128, 1, 1), 0, 0x1004, ptrs),  # same buffers
+        (1, (4, 2, 1), (128, 1, 1), 0, 0x1000, ptrs),
     ]
-    assert DYNAMIC_SHARED_BYTES == 0  # shared arrays are static: none requested at launch
     assert len(cupy.allocations) == 2  # the fallback shares the plan's buffers

@@ -1,0 +1,139 @@
+"""Inner persistent kernels whose row does not fit the registers but fits the block's
+shared memory: the scheduler's choice by row size and dtype, and the kernel it makes
+(values on the kernel-IR interpreter, which also flags a thread reading another's
+unsynchronized shared write; NVRTC compiles it with no spills)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from kernels_check import check_generated_kernels, runtime_and_inputs
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen import lower_group, translation_unit
+from fuser_core.runtime.group_lowering import index_dtype
+
+SOFTMAX = """
+import torch
+from nvfuser import FusionDefinition, DataType
+def fusion(fd: FusionDefinition) -> None:
+    T0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.{dtype}, is_cpu=False)
+    T1 = fd.ops.cast(T0, dtype=DataType.Float)
+    T2 = fd.ops.max(T1, dims=[1], keepdim=False, dtype=DataType.Null)
+    T3 = fd.ops.broadcast_in_dim(T2, shape=[{rows}, {cols}], broadcast_dims=[0])
+    T4 = fd.ops.sub(T1, T3)
+    T5 = fd.ops.exp(T4)
+    T6 = fd.ops.sum(T5, dims=[1], keepdim=False, dtype=DataType.Null)
+    T7 = fd.ops.broadcast_in_dim(T6, shape=[{rows}, {cols}], broadcast_dims=[0])
+    T8 = fd.ops.div(T5, T7)
+    T9 = fd.ops.cast(T8, dtype=DataType.{dtype})
+    fd.add_output(T9)
+inputs = [torch.randn({rows}, {cols}, dtype=torch.{torch_dtype}, device="cuda")]
+with FusionDefinition() as fd:
+    fusion(fd)
+"""
+
+# cross_entropy_bwd's pattern (softmax minus a one-hot from iota == label, times grad).
+CROSS_ENTROPY = """
+import torch
+from nvfuser import FusionDefinition, DataType
+def fusion(fd: FusionDefinition) -> None:
+    T0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16, is_cpu=False)
+    T1 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int, is_cpu=False)
+    T2 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.BFloat16, is_cpu=False)
+    T3 = fd.ops.cast(T0, dtype=DataType.Float)
+    T4 = fd.ops.max(T3, dims=[1], keepdim=False, dtype=DataType.Null)
+    T6 = fd.ops.broadcast_in_dim(T4, shape=[{rows}, {cols}], broadcast_dims=[0])
+    T7 = fd.ops.sub(T3, T6)
+    T8 = fd.ops.exp(T7)
+    T9 = fd.ops.sum(T8, dims=[1], keepdim=False, dtype=DataType.Null)
+    T11 = fd.ops.broadcast_in_dim(T9, shape=[{rows}, {cols}], broadcast_dims=[0])
+    T12 = fd.ops.div(T8, T11)
+    S13 = fd.define_scalar({cols}, dtype=DataType.Int)
+    S14 = fd.define_scalar(0, dtype=DataType.Int)
+    S15 = fd.define_scalar(1, dtype=DataType.Int)
+    T16 = fd.ops.iota(S13, S14, S15, dtype=DataType.Int)
+    T17 = fd.ops.broadcast_in_dim(T16, shape=[{rows}, {cols}], broadcast_dims=[1])
+    T19 = fd.ops.broadcast_in_dim(T1, shape=[{rows}, {cols}], broadcast_dims=[0])
+    T20 = fd.ops.eq(T17, T19)
+    S21 = fd.define_scalar(1.00000, dtype=DataType.Float)
+    S22 = fd.define_scalar(0.00000, dtype=DataType.Float)
+    T23 = fd.ops.where(T20, S21, S22)
+    T24 = fd.ops.sub(T12, T23)
+    T25 = fd.ops.cast(T2, dtype=DataType.Float)
+    T27 = fd.ops.broadcast_in_dim(T25, shape=[{rows}, {cols}], broadcast_dims=[0])
+    T28 = fd.ops.mul(T24, T27)
+    T29 = fd.ops.cast(T28, dtype=DataType.BFloat16)
+    fd.add_output(T29)
+inputs = [
+    torch.randn({rows}, {cols}, dtype=torch.bfloat16, device="cuda"),
+    torch.randint(0, {cols}, ({rows},), dtype=torch.int64, device="cuda"),
+    torch.randn({rows}, dtype=torch.bfloat16, device="cuda"),
+]
+with FusionDefinition() as fd:
+    fusion(fd)
+"""
+
+TORCH = {"Float": "float32", "BFloat16": "bfloat16"}
+
+
+def softmax(dtype: str, rows: int, cols: int) -> str:
+    return SOFTMAX.format(dtype=dtype, torch_dtype=TORCH[dtype], rows=rows, cols=cols)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "cols", "where"),
+    [
+        ("Float", 1024, "registers"),
+        ("Float", 16384, "registers"),  # 64 KiB a row: 16 floats a thread in 1024 threads
+        ("Float", 32768, "shared"),  # 128 KiB a row: it would spill; one row per block fits
+        ("BFloat16", 32768, "registers"),  # a bf16 input cast to float: fits with fewer registers held
+        ("Float", 65536, "segmented"),  # 256 KiB a row: past the 227 KiB of shared memory a block has
+    ],
+)
+def test_persistent_buffers_go_to_shared_memory_only_when_registers_would_spill(dtype, cols, where):
+    runtime, _ = runtime_and_inputs(softmax(dtype, 4096, cols))
+    groups = runtime.segmented.groups
+    if where == "segmented":
+        assert "inner_persistent" not in [g.scheduler.value for g in groups]
+        return
+    (group,) = groups
+    params = group.params
+    assert params.buffer_in_shared_memory == (where == "shared")
+    if where == "shared":
+        # a block's rows fit its shared memory, and what stays in registers fits them
+        assert params.threads_iteration * params.buffer_bytes_per_row <= 227 * 1024
+        assert params.fits_in_registers
+        assert group.record.notes == [f"persistent buffers in shared memory: T{params.buffers[0]}"]
+
+
+def _kernel(script: str) -> k.Kernel:
+    runtime, _ = runtime_and_inputs(script)
+    (group,) = runtime.segmented.groups
+    assert group.params.buffer_in_shared_memory
+    return lower_group(group.fusion, "smem_persistent", index_dtype(runtime.signature.index_type))
+
+
+def test_a_shared_persistent_row_is_read_back_by_the_threads_that_wrote_it():
+    script = CROSS_ENTROPY.format(rows=3, cols=16384)
+    runtime, inputs = runtime_and_inputs(script)
+    # The interpreter fails a read of another thread's shared write made since the last
+    # barrier: the kernel has none (block reductions sync their own scratch).
+    kernel = _kernel(script)
+    assert not any(isinstance(s, k.Sync) for s in k.walk(kernel.body))
+    shared = [s for s in k.walk(kernel.body) if isinstance(s, k.Alloc) and s.memory == k.Memory.shared]
+    assert any(s.buffer == "T3" and s.size == 16384 for s in shared)
+    assert kernel.dynamic_shared_bytes == kernel.shared_bytes > 48 * 1024  # past the static limit
+    assert check_generated_kernels(runtime, inputs)
+
+
+def test_a_shared_persistent_kernel_compiles_without_spills():
+    nvrtc = pytest.importorskip("fuser_core.runtime.nvrtc")
+    kernel = _kernel(CROSS_ENTROPY.format(rows=4096, cols=32064))
+    source = translation_unit(kernel)
+    assert "extern __shared__" in source and "__syncthreads" not in source.split("smem_persistent(")[1]
+    options = (*nvrtc.DEFAULT_OPTIONS, "-Xptxas", "-v")
+    log = nvrtc.compile_program(source, [kernel.name], arch="sm_90", options=options).log
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    assert spills is not None and spills.groups() == ("0", "0"), log
