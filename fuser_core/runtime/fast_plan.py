@@ -80,6 +80,8 @@ def make_fast_plan(
     if torch_out:  # torch outputs go where the first torch input is (as the full path puts them)
         first = next(a for a in args if isinstance(a, TensorArg) and a.origin == "torch")
         plan.final = first.device.get_device() == plan._torch_device.index
+    elif not any(isinstance(a, TensorArg) for a in args):
+        plan.final = False  # no tensor input (iota): the frontend chooses the outputs' framework
     return plan
 
 

@@ -251,7 +251,10 @@ class ReductionScheduler:
                 limits[tv.name] = min(limits.get(tv.name, len(tv.loop)), len(tv.loop) - 1)
         common.inline(fusion, limits)
         _rfactor_siblings(fusion, partial, reference)
-        notes = _buffers_to_shared_memory(fusion, params) if params.buffer_in_shared_memory else []
+        # Inner persistent only: the outer scheduler's flag is its estimate that the buffers
+        # would outgrow registers; its kernels keep them there (shared memory not done).
+        in_shared = params.buffer_in_shared_memory and params.inner
+        notes = _buffers_to_shared_memory(fusion, params) if in_shared else []
         return ScheduleRecord(reference=f"T{partial.name}", notes=notes)
 
 

@@ -242,3 +242,24 @@ def test_fast_path_cupy_outputs_each_own_all_their_elements():
             assert spans[0][1] <= spans[1][0], f"output buffers overlap: {spans}"
             assert all(a.data.mem.size >= a.size * a.itemsize for a in (got_var, got_mean))
     assert "fast path" in fd.executor_cache.events[-1].reasons
+
+
+def test_a_fusion_without_tensor_inputs_returns_torch_tensors_on_every_call_in_compat_mode():
+    """nvFuser returns torch tensors from an iota-only fusion; the fast path's replay must
+    not hand back its CuPy arrays on the second call (the first went through the frontend's
+    conversion)."""
+    torch = pytest.importorskip("torch")
+    from fuser_core.frontend.execution import return_torch_by_default
+
+    with FusionDefinition() as fd:
+        n = fd.define_scalar(None, dtype=DataType.Int)
+        fd.add_output(fd.ops.iota(n, 0, 2, dtype=DataType.Int))
+    return_torch_by_default(True)
+    try:
+        with use_options(backend="cuda"):
+            results = [fd.execute([4])[0] for _ in range(3)]
+    finally:
+        return_torch_by_default(False)
+    for out in results:
+        assert isinstance(out, torch.Tensor) and out.is_cuda
+        assert out.cpu().tolist() == [0, 2, 4, 6]

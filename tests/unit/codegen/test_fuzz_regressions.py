@@ -448,3 +448,21 @@ def test_an_output_expanded_along_the_reduction_vector_is_stored_element_by_elem
     (out,) = _check_kernels_codegen_takes(build, [x])
     wide = x.astype(np.float64)
     np.testing.assert_allclose(out[0, :, :, 0], wide - wide.mean(axis=1, keepdims=True), rtol=1e-6, atol=1e-6)
+
+
+def test_an_outer_persistent_kernel_keeps_its_buffers_where_its_lowering_expects_them():
+    # min over the padded rows, compared back against every element: the outer persistent
+    # scheduler's estimate that its buffer outgrows registers moved the buffer into shared
+    # memory, a layout only the inner persistent schedule makes (lowering: KeyError; seed
+    # 16 case 1739 on the H200)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[1025, -1], contiguity=[True, True], dtype=DataType.Double)
+        t2 = fd.ops.pad(fd.ops.cos(t0), pad_widths=[3, 0, 3, -1], value=2.0)
+        t7 = fd.ops.neg(fd.ops.acosh(fd.ops.add(fd.ops.abs(t2), 1.25)))
+        t9 = fd.ops.lt(fd.ops.min(t7, dims=[0], keepdim=True, dtype=DataType.Null), t7)
+        fd.add_output(fd.ops.slice(fd.ops.permute(t9, dims=[1, 0]), start_indices=[6, 614], end_indices=[7, 800]))
+        fd.add_output(t7)
+
+    x = RNG.standard_normal((1025, 5))
+    sliced, t7 = _check_kernels_codegen_takes(build, [x])
+    assert t7.shape == (1027, 8) and sliced.shape == (1, 186)
