@@ -22,6 +22,14 @@ from test_shared_persistence import CROSS_ENTROPY  # noqa: E402
 from fuser_core.ir.dtype import DataType  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def shared_persistence(monkeypatch):
+    """The shared-memory path is off by default (bank conflicts); these tests prove it."""
+    from fuser_core.scheduler import reduction
+
+    monkeypatch.setattr(reduction, "SHARED_PERSISTENCE", True)
+
+
 def _numpy_reference(logits: np.ndarray, labels: np.ndarray, grad: np.ndarray) -> np.ndarray:
     x = logits.astype(np.float64)
     e = np.exp(x - x.max(axis=1, keepdims=True))

@@ -78,6 +78,14 @@ with FusionDefinition() as fd:
 TORCH = {"Float": "float32", "BFloat16": "bfloat16"}
 
 
+@pytest.fixture(autouse=True)
+def shared_persistence(monkeypatch):
+    """The shared-memory path is off by default (bank conflicts); these tests prove it."""
+    from fuser_core.scheduler import reduction
+
+    monkeypatch.setattr(reduction, "SHARED_PERSISTENCE", True)
+
+
 def softmax(dtype: str, rows: int, cols: int) -> str:
     return SOFTMAX.format(dtype=dtype, torch_dtype=TORCH[dtype], rows=rows, cols=cols)
 
