@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import IterDomain, ParallelType
-from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp
+from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp, WelfordOp
 from fuser_core.ir.tensor_view import MemoryType, TensorView
 from fuser_core.scheduler import common
 from fuser_core.scheduler.base import HeuristicParams, RejectCategory, Rejection, ScheduleRecord, SchedulerType, reject
@@ -242,7 +242,10 @@ class ReductionScheduler:
         partial = rfactor(reference, serial) if isinstance(reference.definition, ReductionOp) and serial else reference
         _pad_threads(partial, params.padded_threads)
         scheduled = [reference] if partial is not reference else []
-        limits = {tv.name: iteration_positions for tv in caches.inputs if self.persistent}
+        # A persistent kernel loads its rows before the reductions; an input read only
+        # after them (layer norm's weight and bias) is loaded where it is used, so its
+        # registers are not held across the reductions.
+        limits = {tv.name: iteration_positions for tv in caches.inputs if self.persistent and _feeds_reduction(tv)}
         limits.update(dict.fromkeys(params.buffers, iteration_positions))
         limits.update(dict.fromkeys(params.kept_results, iteration_positions))
         # Global loads and stores both go in vectors (16-byte stores, not one store per element).
@@ -271,6 +274,21 @@ def _buffers_to_shared_memory(fusion: Fusion, params: ReductionParams) -> list[s
     for tv in buffers:
         tv.memory_type = MemoryType.Shared
     return [f"persistent buffers in shared memory: {', '.join(f'T{tv.name}' for tv in buffers)}"]
+
+
+def _feeds_reduction(tv: TensorView) -> bool:
+    """Whether a reduction (or Welford) reads `tv` or anything computed from it."""
+    stack, seen = [tv], set()
+    while stack:
+        val = stack.pop()
+        for use in val.uses:
+            if isinstance(use, ReductionOp | WelfordOp):
+                return True
+            for out in use.outputs:
+                if isinstance(out, TensorView) and id(out) not in seen:
+                    seen.add(id(out))
+                    stack.append(out)
+    return False
 
 
 def _inner_persistent_params(
