@@ -466,3 +466,20 @@ def test_an_outer_persistent_kernel_keeps_its_buffers_where_its_lowering_expects
     x = RNG.standard_normal((1025, 5))
     sliced, t7 = _check_kernels_codegen_takes(build, [x])
     assert t7.shape == (1027, 8) and sliced.shape == (1, 186)
+
+
+def test_a_reduction_of_a_reshape_stores_a_stride_ordered_output_along_its_innermost_axis():
+    # min over the flattened [8, 32] input beside relu of the input stored with stride_order
+    # [0, 1]: the vector ran along the reshape's inner component (32), which that output
+    # holds last in logical order but strided in memory; vector stores of 2 went along it
+    # (misaligned on the H100, wrong elements besides: seed 16 case 839)
+    def build(fd):
+        t1 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Int)
+        flat = fd.ops.reshape(t1, new_shape=[fd.ops.mul(fd.ops.size(t1, dim=0), fd.ops.size(t1, dim=1))])
+        fd.add_output(fd.ops.min(flat, dims=[0], keepdim=True, dtype=DataType.Null))
+        fd.add_output(fd.ops.relu(t1), stride_order=[0, 1])
+
+    x = RNG.integers(-100, 100, (8, 32)).astype(np.int64)
+    smallest, relu = _check_kernels_codegen_takes(build, [x])
+    assert smallest[0] == x.min()
+    np.testing.assert_array_equal(relu, np.maximum(x, 0))
