@@ -483,3 +483,22 @@ def test_a_reduction_of_a_reshape_stores_a_stride_ordered_output_along_its_inner
     smallest, relu = _check_kernels_codegen_takes(build, [x])
     assert smallest[0] == x.min()
     np.testing.assert_array_equal(relu, np.maximum(x, 0))
+
+
+def test_a_slice_of_the_rows_a_cat_summed_is_read_again_after_the_sum():
+    # the tail slice of the rows plus the column sums of a cat of both slices: the slice's
+    # axis is a window of the summed cat axis, which persistence did not see, so the plain
+    # reduction scheduler split the rows over blockIdx.y and every block but the grid
+    # reduction's last added its own partial sum (seed 16 case 973)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, 8], contiguity=[True, True], dtype=DataType.Int32)
+        head = fd.ops.slice(t0, start_indices=[0, 0], end_indices=[1295, 8])
+        tail = fd.ops.slice(t0, start_indices=[1295, 0], end_indices=[2048, 8])
+        total = fd.ops.sum(fd.ops.cat([tail, head], dim=0), dims=[0], keepdim=True, dtype=DataType.Null)
+        fd.add_output(fd.ops.add_alpha(tail, total, arg3=3))
+
+    x = RNG.integers(-100, 100, (2048, 8)).astype(np.int32)
+    runtime, _ = _runtime(build, [x])
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["outer_persistent"]  # one block per column
+    (out,) = _check_kernels_codegen_takes(build, [x])
+    np.testing.assert_array_equal(out, x[1295:] + 3 * x.sum(axis=0, dtype=np.int64))
