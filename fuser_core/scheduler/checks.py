@@ -149,8 +149,10 @@ def _downstream(group: GroupView) -> list[TensorView]:
 
 
 def needs_persistence(group: GroupView) -> bool:
-    """Whether a tensor after a reduction iterates the reduced axes again (normalization)."""
-    reduced = set(reduction_sets(group.id_map, group.reduction_tvs()[0]))
+    """Whether a tensor after a reduction iterates the reduced axes again (normalization),
+    or a window of them: an add of a slice of the rows a cat of slices summed reads those
+    rows again (seed 16 case 973)."""
+    reduced = group.id_map.windows_of(reduction_sets(group.id_map, group.reduction_tvs()[0]))
     return any(concrete_sets(group.id_map, tv) & reduced for tv in downstream_of_reductions(group))
 
 

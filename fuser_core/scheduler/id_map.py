@@ -55,6 +55,7 @@ class IdMap:
         self.broadcast_links: dict[int, list[tuple[IterDomain, IterDomain]]] = {}
         self._squeezed: list[IterDomain] = []  # axes a squeeze removes: size 1, iterated by nothing
         self._squeezed_sets: set[int] | None = None
+        self._windows: dict[int, set[int]] | None = None  # Resize ties, both ways (windows_of)
         for expr in exprs:
             self._add_expr(expr)
         self._sources = self._rf_sources()
@@ -125,6 +126,25 @@ class IdMap:
         """Exact sets of axes a pad, slice or cat resized: where they start in memory is a
         run-time offset (a pad width, a piece boundary)."""
         return {self.exact(d) for d in self._ids if isinstance(d.definition, Resize)}
+
+    def windows_of(self, keys: Iterable[int]) -> set[int]:
+        """`keys` and every exact set tied to them through pads, slices and cats, either
+        way: windows of one axis (a cat of two slices of an input sums that input's rows)."""
+        if self._windows is None:
+            self._windows = {}
+            for member in self._ids:
+                if isinstance(member.definition, Resize):
+                    a, b = self.exact(member), self.exact(member.definition.inputs[0])  # type: ignore[arg-type]
+                    self._windows.setdefault(a, set()).add(b)
+                    self._windows.setdefault(b, set()).add(a)
+        found: set[int] = set()
+        stack = list(keys)
+        while stack:
+            key = stack.pop()
+            if key not in found:
+                found.add(key)
+                stack.extend(self._windows.get(key, ()))
+        return found
 
     def _rf_sources(self) -> dict[int, list[int]]:
         sources: dict[int, list[int]] = {}

@@ -556,16 +556,18 @@ def _vector_width(
         if any(k in chain or any(t in chain for t in group.links.get(k, ())) for k in expanded):
             return 1  # its lanes run along an axis the output stores once (seed 10 case 2000)
         dims = [d for d in tv.logical if not d.is_broadcast and not d.is_reduction]
-        holds = any(group.id_map.exact(d) == vector_set for d in dims)
         # through a reshape: the axis the vector walks in this output is its innermost
         # component (a transpose of the reshaped input holds it, but not innermost)
         own = {group.id_map.exact(d) for d in dims}
         key = next((k for k in chain if k in own), None)
-        if key is not None and group.id_map.exact(dims[-1]) != key:
+        if key is None:
+            continue
+        if group.id_map.exact(dims[-1]) != key:
             return 1
-        if holds and tv.domain.allocation is not None and not tv.domain.allocation_is_hint:
-            # the user's stride order is kept: the vector axis must be innermost in it
-            extent = common.inner_extent(group, info, tv, vector_set)
+        if tv.domain.allocation is not None and not tv.domain.allocation_is_hint:
+            # the user's stride order is kept: the axis the vector walks (the reshape's
+            # innermost component too, seed 16 case 839) must be innermost in it
+            extent = common.inner_extent(group, info, tv, key)
             if extent is None:
                 return 1
             held.append(extent)

@@ -466,3 +466,39 @@ def test_an_outer_persistent_kernel_keeps_its_buffers_where_its_lowering_expects
     x = RNG.standard_normal((1025, 5))
     sliced, t7 = _check_kernels_codegen_takes(build, [x])
     assert t7.shape == (1027, 8) and sliced.shape == (1, 186)
+
+
+def test_a_reduction_of_a_reshape_stores_a_stride_ordered_output_along_its_innermost_axis():
+    # min over the flattened [8, 32] input beside relu of the input stored with stride_order
+    # [0, 1]: the vector ran along the reshape's inner component (32), which that output
+    # holds last in logical order but strided in memory; vector stores of 2 went along it
+    # (misaligned on the H100, wrong elements besides: seed 16 case 839)
+    def build(fd):
+        t1 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Int)
+        flat = fd.ops.reshape(t1, new_shape=[fd.ops.mul(fd.ops.size(t1, dim=0), fd.ops.size(t1, dim=1))])
+        fd.add_output(fd.ops.min(flat, dims=[0], keepdim=True, dtype=DataType.Null))
+        fd.add_output(fd.ops.relu(t1), stride_order=[0, 1])
+
+    x = RNG.integers(-100, 100, (8, 32)).astype(np.int64)
+    smallest, relu = _check_kernels_codegen_takes(build, [x])
+    assert smallest[0] == x.min()
+    np.testing.assert_array_equal(relu, np.maximum(x, 0))
+
+
+def test_a_slice_of_the_rows_a_cat_summed_is_read_again_after_the_sum():
+    # the tail slice of the rows plus the column sums of a cat of both slices: the slice's
+    # axis is a window of the summed cat axis, which persistence did not see, so the plain
+    # reduction scheduler split the rows over blockIdx.y and every block but the grid
+    # reduction's last added its own partial sum (seed 16 case 973)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, 8], contiguity=[True, True], dtype=DataType.Int32)
+        head = fd.ops.slice(t0, start_indices=[0, 0], end_indices=[1295, 8])
+        tail = fd.ops.slice(t0, start_indices=[1295, 0], end_indices=[2048, 8])
+        total = fd.ops.sum(fd.ops.cat([tail, head], dim=0), dims=[0], keepdim=True, dtype=DataType.Null)
+        fd.add_output(fd.ops.add_alpha(tail, total, arg3=3))
+
+    x = RNG.integers(-100, 100, (2048, 8)).astype(np.int32)
+    runtime, _ = _runtime(build, [x])
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["outer_persistent"]  # one block per column
+    (out,) = _check_kernels_codegen_takes(build, [x])
+    np.testing.assert_array_equal(out, x[1295:] + 3 * x.sum(axis=0, dtype=np.int64))
