@@ -4,6 +4,7 @@ the kernel-IR interpreter against it (vectorized and scalar), and compiles for s
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -466,3 +467,23 @@ def test_an_outer_persistent_kernel_keeps_its_buffers_where_its_lowering_expects
     x = RNG.standard_normal((1025, 5))
     sliced, t7 = _check_kernels_codegen_takes(build, [x])
     assert t7.shape == (1027, 8) and sliced.shape == (1, 186)
+
+
+# -- seed 16 on the H100: cases 2905, 3427 and 3678 ---------------------------------------
+
+
+def test_a_value_computed_from_a_grid_reduction_outside_its_loops_is_written_by_its_last_block():
+    # var_mean over every axis as a grid Welford, erf of the mean, then a sum over the one
+    # (broadcast) axis left, a squeeze: the output, written outside the loops the grid
+    # reduction closes, was written by block 0 with its own partial mean instead of by the
+    # last block, the one that holds the combined result (seed 16 case 3678)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, 1], contiguity=[True, True, None], dtype=DataType.Double)
+        _, mean = fd.ops.var_mean(t0, dims=[0, 1], correction=1, keepdim=False)
+        fd.add_output(fd.ops.sum(fd.ops.erf(mean), dims=[0], keepdim=True, dtype=DataType.Null))
+
+    x = RNG.standard_normal((2048, 5, 1)) + 0.25
+    runtime, _ = _runtime(build, [x])
+    assert runtime.segmented.groups[0].params.grid_reduction > 1
+    (out,) = _check(build, [x])  # and compiles: the flag is read outside its scope
+    np.testing.assert_allclose(out, [math.erf(x.mean())], rtol=1e-12)
