@@ -487,3 +487,23 @@ def test_a_value_computed_from_a_grid_reduction_outside_its_loops_is_written_by_
     assert runtime.segmented.groups[0].params.grid_reduction > 1
     (out,) = _check(build, [x])  # and compiles: the flag is read outside its scope
     np.testing.assert_allclose(out, [math.erf(x.mean())], rtol=1e-12)
+
+
+def test_a_welford_mean_of_integers_is_their_sum_over_their_count():
+    # welford of an int32 row cast to float, then var_sum / avg: the serial update
+    # `avg += delta / n` rounded at every element, so the row [-1, -1, 3, -1] got the
+    # mean 3e-8 and the quotient 4e8 where the reference (and torch) have 0 and inf
+    # (seed 16 case 2905)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, 4], contiguity=[True, True, True], dtype=DataType.Int32)
+        avg, var_sum, _ = fd.ops.welford(fd.ops.cast(t0, dtype=DataType.Float), dims=[2])
+        fd.add_output(fd.ops.truediv(var_sum, avg))
+        fd.add_output(avg)
+
+    x = RNG.integers(-9, 10, (3, 64, 4)).astype(np.int32)
+    x[2, 20] = [-1, -1, 3, -1]
+    x[0, 5] = [7, -3, -3, -1]
+    quotient, avg = _check(build, [x])
+    np.testing.assert_array_equal(avg, x.sum(axis=2) / np.float32(4))
+    assert np.isinf(quotient[2, 20]) and np.isinf(quotient[0, 5])
+
