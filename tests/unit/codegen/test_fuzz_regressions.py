@@ -507,3 +507,31 @@ def test_a_welford_mean_of_integers_is_their_sum_over_their_count():
     np.testing.assert_array_equal(avg, x.sum(axis=2) / np.float32(4))
     assert np.isinf(quotient[2, 20]) and np.isinf(quotient[0, 5])
 
+
+def test_a_float_past_the_integer_range_converts_as_the_gpu_converts_it():
+    # two products of halves over overflowing rows, cast to Int32: the reference and the
+    # interpreter converted NaN and +inf (and any float past the range) to INT_MIN, NumPy's
+    # x86 answer; a kernel's C cast on the GPU (and torch on CUDA) saturates and takes NaN
+    # to 0 (seed 16 case 3427: inf * 0 in the kernel's product order, 0 in torch's)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Half)
+        t1 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        product = fd.ops.prod(fd.ops.cast(t0, dtype=DataType.Float), dims=[0], keepdim=False, dtype=DataType.Null)
+        fd.add_output(fd.ops.cast(product, dtype=DataType.Int32))
+        fd.add_output(fd.ops.cast(t1, dtype=DataType.Int32))
+        fd.add_output(fd.ops.cast(t1, dtype=DataType.Int))
+
+    rows = np.ones((16, 8), np.float16)
+    rows[:, 0] = 300  # 300**16: +inf in float
+    rows[:, 1] = 300
+    rows[0, 1] = -300  # -inf
+    rows[:, 2] = 300
+    rows[9, 2] = 0  # inf * 0 (NaN) or 0, by the order of the products
+    rows[3, 3], rows[5, 4] = 2.5, -2.5
+    special = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 1e19, -0.75, 7.5], np.float32)
+    product, as_int32, as_int64 = _check(build, [rows, special])
+    big, small = np.iinfo(np.int32).max, np.iinfo(np.int32).min
+    np.testing.assert_array_equal(product, [big, small, 0, 2, -2, 1, 1, 1])
+    np.testing.assert_array_equal(as_int32, [0, big, small, big, small, big, 0, 7])
+    np.testing.assert_array_equal(as_int64[:5], [0, 2**63 - 1, -(2**63), 3_000_000_000, -3_000_000_000])
+    np.testing.assert_array_equal(as_int64[5:], [2**63 - 1, 0, 7])
