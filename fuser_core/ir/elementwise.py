@@ -197,10 +197,24 @@ def _convert(value: Any, src: DataType, dst: DataType) -> Any:
     if src.is_complex and not dst.is_complex:  # `std::real`: the imaginary part is dropped
         value = np.real(value)
     if dst.is_integral and not (src.is_integral or src.is_boolean):
-        return np.trunc(value)  # C conversion; scalars would otherwise refuse fractions
+        return _float_to_integer(value, dst)
     if src == DataType.Double and dst in FP8_MAX:  # __double2e4m3 rounds to half first
         return np.asarray(value).astype(np.float16)
     return value
+
+
+def _float_to_integer(value: Any, dst: DataType) -> np.ndarray:
+    """A float converted to an integer type as a kernel converts it on the GPU (PTX
+    `cvt.rzi`, what a C cast compiles to, and what torch computes on CUDA): toward zero,
+    saturated to the type's range (+-inf too), NaN to 0. NumPy's own conversion gives the
+    x86 answer, the smallest integer, for NaN and for anything out of range."""
+    info = np.iinfo(dst.numpy)
+    with np.errstate(invalid="ignore"):
+        wide = np.trunc(np.asarray(value, dtype=np.float64))
+        # float(info.max) may round up past it (2**63 - 1 -> 2**63): compare, then place
+        above, below = wide >= float(info.max), wide <= float(info.min)
+        inside = np.where(np.isnan(wide) | above | below, 0, wide).astype(dst.numpy)
+    return np.where(above, info.max, np.where(below, info.min, inside)).astype(dst.numpy)
 
 
 def store(result: Any, dtype: DataType, *, is_tensor: bool) -> Any:

@@ -20,7 +20,7 @@ def group_grid_reductions(body: list[k.Stmt]) -> str | None:
     if len(grids) < 2:
         return None
     final = grids[-1]
-    scope = _scope_of(body, final)
+    scope = scope_of(body, final)
     if scope is None or any(not any(s is g for s in scope) for g in grids):
         return "its grid reductions are in different loops"
     if any(set(g.block_dims) != set(final.block_dims) or g.count != final.count for g in grids):
@@ -56,7 +56,8 @@ def group_grid_reductions(body: list[k.Stmt]) -> str | None:
     return None
 
 
-def _scope_of(stmts: list[k.Stmt], target: k.Stmt) -> list[k.Stmt] | None:
+def scope_of(stmts: list[k.Stmt], target: k.Stmt) -> list[k.Stmt] | None:
+    """The statement list `target` was emitted into (at any depth), or None."""
     if any(s is target for s in stmts):
         return stmts
     for stmt in stmts:
@@ -66,7 +67,7 @@ def _scope_of(stmts: list[k.Stmt], target: k.Stmt) -> list[k.Stmt] | None:
         elif isinstance(stmt, k.If):
             inner = [stmt.then, stmt.orelse]
         for body in inner:
-            found = _scope_of(body, target)
+            found = scope_of(body, target)
             if found is not None:
                 return found
     return None

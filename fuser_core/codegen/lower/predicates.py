@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.arguments import Arguments
+from fuser_core.codegen.lower.grid_groups import scope_of
 from fuser_core.codegen.lower.loops import Loops
 from fuser_core.codegen.lower.model import (
     HARDWARE,
@@ -75,7 +76,8 @@ class Predicates(Loops):
     def _write_predicate(self, tv: TensorView) -> k.Node:
         """One thread writes each element: along a launch dimension the tensor does not
         vary with (a reduced one, or one its broadcast is bound to), the first thread or
-        block writes, or the last block of a grid reduction."""
+        block writes, or, once a grid reduction along it is emitted, its last block (the
+        only one that holds its result, which the written value may be computed from)."""
         varying = {
             HARDWARE[d.parallel_type]
             for d in tv.loop
@@ -87,11 +89,32 @@ class Predicates(Loops):
                 cond = land(cond, k.Bin(DataType.Bool, "==", loop_var(dim), k.Const(INDEX, 0)))
         for hw in sorted(self.hardware_used - varying):
             reduce = self.grid_last.get(hw)
-            if reduce is not None and reduce.last is not None and self._emitted_in_scope(reduce):
-                cond = land(cond, reduce.last)
-            else:  # before the grid reduction, or outside the loops it closes: no `last` flag here
+            last = self._last_flag(reduce) if reduce is not None else None
+            if last is not None:
+                cond = land(cond, last)
+            else:  # before the grid reduction: what is written cannot depend on its result
                 cond = land(cond, k.Bin(DataType.Bool, "==", k.Var(INDEX, hw), k.Const(INDEX, 0)))
         return cond
+
+    def _last_flag(self, reduce: k.ParallelReduce) -> k.Node | None:
+        """The grid reduction's `last` flag as what is emitted now can read it, or None
+        before the reduction is emitted. Inside the scope the reduction was emitted in, the
+        flag itself; past it (a value computed from the result outside the loops the
+        reduction closes: a squeeze of it), a copy in a kernel-level register, made right
+        after the reduction on first need (C scoping hides the flag there)."""
+        if reduce.last is None:
+            return None
+        if self._emitted_in_scope(reduce):
+            return reduce.last
+        scope = scope_of(self.body, reduce)
+        if scope is None:
+            return None
+        kept = f"{reduce.last.name}_kept"
+        if not any(isinstance(s, k.Alloc) and s.buffer == kept for s in self.body):
+            at = next(i for i, s in enumerate(scope) if s is reduce)
+            scope.insert(at + 1, k.Store(kept, k.Const(INDEX, 0), reduce.last))
+            self.body.insert(0, k.Alloc(kept, DataType.Bool, 1, k.Memory.local, zero=True))
+        return k.Read(DataType.Bool, kept, k.Const(INDEX, 0))
 
     def _emitted_in_scope(self, stmt: k.Stmt) -> bool:
         """Whether `stmt` was emitted into a scope enclosing what is emitted now (so what

@@ -4,6 +4,7 @@ the kernel-IR interpreter against it (vectorized and scalar), and compiles for s
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -502,3 +503,71 @@ def test_a_slice_of_the_rows_a_cat_summed_is_read_again_after_the_sum():
     assert [g.scheduler.value for g in runtime.segmented.groups] == ["outer_persistent"]  # one block per column
     (out,) = _check_kernels_codegen_takes(build, [x])
     np.testing.assert_array_equal(out, x[1295:] + 3 * x.sum(axis=0, dtype=np.int64))
+
+
+# -- seed 16 on the H100: cases 2905, 3427 and 3678 ---------------------------------------
+
+
+def test_a_value_computed_from_a_grid_reduction_outside_its_loops_is_written_by_its_last_block():
+    # var_mean over every axis as a grid Welford, erf of the mean, then a sum over the one
+    # (broadcast) axis left, a squeeze: the output, written outside the loops the grid
+    # reduction closes, was written by block 0 with its own partial mean instead of by the
+    # last block, the one that holds the combined result (seed 16 case 3678)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, 1], contiguity=[True, True, None], dtype=DataType.Double)
+        _, mean = fd.ops.var_mean(t0, dims=[0, 1], correction=1, keepdim=False)
+        fd.add_output(fd.ops.sum(fd.ops.erf(mean), dims=[0], keepdim=True, dtype=DataType.Null))
+
+    x = RNG.standard_normal((2048, 5, 1)) + 0.25
+    runtime, _ = _runtime(build, [x])
+    assert runtime.segmented.groups[0].params.grid_reduction > 1
+    (out,) = _check(build, [x])  # and compiles: the flag is read outside its scope
+    np.testing.assert_allclose(out, [math.erf(x.mean())], rtol=1e-12)
+
+
+def test_a_welford_mean_of_integers_is_their_sum_over_their_count():
+    # welford of an int32 row cast to float, then var_sum / avg: the serial update
+    # `avg += delta / n` rounded at every element, so the row [-1, -1, 3, -1] got the
+    # mean 3e-8 and the quotient 4e8 where the reference (and torch) have 0 and inf
+    # (seed 16 case 2905)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, 4], contiguity=[True, True, True], dtype=DataType.Int32)
+        avg, var_sum, _ = fd.ops.welford(fd.ops.cast(t0, dtype=DataType.Float), dims=[2])
+        fd.add_output(fd.ops.truediv(var_sum, avg))
+        fd.add_output(avg)
+
+    x = RNG.integers(-9, 10, (3, 64, 4)).astype(np.int32)
+    x[2, 20] = [-1, -1, 3, -1]
+    x[0, 5] = [7, -3, -3, -1]
+    quotient, avg = _check(build, [x])
+    np.testing.assert_array_equal(avg, x.sum(axis=2) / np.float32(4))
+    assert np.isinf(quotient[2, 20]) and np.isinf(quotient[0, 5])
+
+
+def test_a_float_past_the_integer_range_converts_as_the_gpu_converts_it():
+    # two products of halves over overflowing rows, cast to Int32: the reference and the
+    # interpreter converted NaN and +inf (and any float past the range) to INT_MIN, NumPy's
+    # x86 answer; a kernel's C cast on the GPU (and torch on CUDA) saturates and takes NaN
+    # to 0 (seed 16 case 3427: inf * 0 in the kernel's product order, 0 in torch's)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Half)
+        t1 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        product = fd.ops.prod(fd.ops.cast(t0, dtype=DataType.Float), dims=[0], keepdim=False, dtype=DataType.Null)
+        fd.add_output(fd.ops.cast(product, dtype=DataType.Int32))
+        fd.add_output(fd.ops.cast(t1, dtype=DataType.Int32))
+        fd.add_output(fd.ops.cast(t1, dtype=DataType.Int))
+
+    rows = np.ones((16, 8), np.float16)
+    rows[:, 0] = 300  # 300**16: +inf in float
+    rows[:, 1] = 300
+    rows[0, 1] = -300  # -inf
+    rows[:, 2] = 300
+    rows[9, 2] = 0  # inf * 0 (NaN) or 0, by the order of the products
+    rows[3, 3], rows[5, 4] = 2.5, -2.5
+    special = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 1e19, -0.75, 7.5], np.float32)
+    product, as_int32, as_int64 = _check(build, [rows, special])
+    big, small = np.iinfo(np.int32).max, np.iinfo(np.int32).min
+    np.testing.assert_array_equal(product, [big, small, 0, 2, -2, 1, 1, 1])
+    np.testing.assert_array_equal(as_int32, [0, big, small, big, small, big, 0, 7])
+    np.testing.assert_array_equal(as_int64[:5], [0, 2**63 - 1, -(2**63), 3_000_000_000, -3_000_000_000])
+    np.testing.assert_array_equal(as_int64[5:], [2**63 - 1, 0, 7])
