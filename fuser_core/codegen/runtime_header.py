@@ -322,27 +322,15 @@ __device__ __forceinline__ void gridArrive(int* semaphores, bool& last) {
   if (last) __threadfence();
 }
 
-// In the last block: values[0..COUNT) become the combination of every block's partials,
-// in block order. The loads go GRID_LOADS at a time before they are combined: each one
-// waits on L2, and one at a time the last block spent longer than the rest of the grid.
-#define GRID_LOADS 8
+// In the last block: values[0..COUNT) become the combination of every block's partials.
 template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename Op>
 __device__ __forceinline__ void gridCombine(T* values, const T* work, Op op) {
   const GridSlot<BX, BY, BZ> g;
   const volatile T* partials = work;
 #pragma unroll
   for (int c = 0; c < COUNT; ++c) {
-    const unsigned long long at = c * g.stride + g.first;
-    T result = partials[at];
-    unsigned b = 1;
-    for (; b + GRID_LOADS <= g.blocks; b += GRID_LOADS) {
-      T loaded[GRID_LOADS];
-#pragma unroll
-      for (int u = 0; u < GRID_LOADS; ++u) loaded[u] = partials[at + (b + u) * static_cast<unsigned long long>(g.threads)];
-#pragma unroll
-      for (int u = 0; u < GRID_LOADS; ++u) result = op(result, loaded[u]);
-    }
-    for (; b < g.blocks; ++b) result = op(result, partials[at + b * static_cast<unsigned long long>(g.threads)]);
+    T result = partials[c * g.stride + g.first];
+    for (unsigned b = 1; b < g.blocks; ++b) result = op(result, partials[c * g.stride + g.first + b * g.threads]);
     values[c] = result;
   }
 }
@@ -368,20 +356,8 @@ __device__ __forceinline__ void gridWelfordCombine(T* avg, T* m2, N* n, const T*
     const unsigned long long at = c * g.stride + g.first;
     T a = p_avg[at], m = p_m2[at];
     N count = p_n[at];
-    unsigned b = 1;
-    for (; b + GRID_LOADS <= g.blocks; b += GRID_LOADS) {  // loads in flight together, as gridCombine
-      T avg_b[GRID_LOADS], m2_b[GRID_LOADS];
-      N n_b[GRID_LOADS];
-#pragma unroll
-      for (int u = 0; u < GRID_LOADS; ++u) {
-        const unsigned long long other = at + (b + u) * static_cast<unsigned long long>(g.threads);
-        avg_b[u] = p_avg[other]; m2_b[u] = p_m2[other]; n_b[u] = p_n[other];
-      }
-#pragma unroll
-      for (int u = 0; u < GRID_LOADS; ++u) welfordCombine(a, m, count, avg_b[u], m2_b[u], n_b[u]);
-    }
-    for (; b < g.blocks; ++b) {
-      const unsigned long long other = at + b * static_cast<unsigned long long>(g.threads);
+    for (unsigned b = 1; b < g.blocks; ++b) {
+      const unsigned long long other = at + b * g.threads;
       const T avg_b = p_avg[other], m2_b = p_m2[other];
       const N n_b = p_n[other];
       welfordCombine(a, m, count, avg_b, m2_b, n_b);
