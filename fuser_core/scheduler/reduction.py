@@ -51,10 +51,11 @@ from fuser_core.scheduler.welford_translation import translatable_in, translate_
 # after indexing and temporaries, in bytes.
 REGISTER_BUDGET_BYTES = 160 * 4
 MAX_THREADS = 512
-# Persistent buffers in shared memory when registers would spill. Off since an H100 A/B
-# (2026-11-26): cross_entropy_bwd ran 614 us this way against 556 us spilling registers
-# (ncu: L1 79%, DRAM 25%), its tile then laid out [batch, TIDx, V], every access 8-way
-# bank conflicted; now [batch, V, TIDx] (_lanes_innermost), not yet timed. Tests turn it on.
+# Persistent buffers in shared memory when registers would spill: by default only with the
+# enable option `shared_persistence` (RuntimeInfo.shared_persistence). Off since an H100
+# A/B (2026-11-26): cross_entropy_bwd ran 614 us this way against 556 us spilling
+# registers (ncu: L1 79%, DRAM 25%), its tile then laid out [batch, TIDx, V], every access
+# 8-way bank conflicted; now [batch, V, TIDx] (_lanes_innermost), not yet timed.
 SHARED_PERSISTENCE = False
 SHARED_SCRATCH_BYTES = 1024 * 8  # a block reduction's shared scratch, at most (1024 threads, 8 bytes)
 
@@ -316,7 +317,7 @@ def _inner_persistent_params(
     split = choose_split(lanes, rows, held * vec, _has_exp(group), info.device)
     row_bytes = _buffer_bytes_per_row(group, info)
     in_shared = (
-        SHARED_PERSISTENCE
+        (SHARED_PERSISTENCE or info.shared_persistence)
         and split.spare_registers < REGISTER_OVERHEAD
         and row_bytes <= info.device.shared_memory_per_block
     )

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 from kernels_check import check_generated_kernels, runtime_and_inputs
 
+from fuser_core import load_repro, use_options
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen import lower_group, translation_unit
 from fuser_core.runtime.group_lowering import index_dtype
@@ -83,10 +84,9 @@ TORCH = {"Float": "float32", "BFloat16": "bfloat16"}
 
 @pytest.fixture(autouse=True)
 def shared_persistence(monkeypatch):
-    """The shared-memory path is off by default (bank conflicts); these tests prove it."""
-    from fuser_core.scheduler import reduction
-
-    monkeypatch.setattr(reduction, "SHARED_PERSISTENCE", True)
+    """The shared-memory path is off by default (until the GPU shows it faster); these
+    tests turn it on with its enable option."""
+    monkeypatch.setenv("FUSER_ENABLE", "shared_persistence")
 
 
 def softmax(dtype: str, rows: int, cols: int) -> str:
@@ -117,6 +117,20 @@ def test_persistent_buffers_go_to_shared_memory_only_when_registers_would_spill(
         assert params.threads_iteration * params.buffer_bytes_per_row <= 227 * 1024
         assert params.fits_in_registers
         assert group.record.notes == [f"persistent buffers in shared memory: T{params.buffers[0]}"]
+
+
+def test_shared_persistence_is_an_enable_option_and_off_by_default(monkeypatch):
+    monkeypatch.delenv("FUSER_ENABLE")
+    (loaded,) = load_repro(CROSS_ENTROPY.format(rows=3, cols=16384)).definitions
+    inputs = loaded.materialize_inputs(seed=0)
+    with use_options(device_model="h100_sxm", backend="reference"):
+        loaded.fd.execute(inputs)
+        with use_options(enable=["shared_persistence"]):
+            loaded.fd.execute(inputs)
+    cache = loaded.fd.executor_cache
+    kept = [r.runtime.segmented.groups[0].params.buffer_in_shared_memory for r in cache.reports]
+    assert kept == [False, True]
+    assert "shared-memory persistence on" in cache.events[-1].reasons
 
 
 def _kernel(script: str) -> k.Kernel:
