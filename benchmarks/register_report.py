@@ -6,6 +6,9 @@ per thread, the spill stores and loads, and the stack frame. `words` is what the
 register arrays take (32-bit words per thread), which `__launch_bounds__` is sized from.
 
     python benchmarks/register_report.py [sample ...]
+
+Options come from the environment: `FUSER_ENABLE=shared_persistence` reports the inner
+persistent kernels that keep their rows in shared memory where registers would spill.
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ class EnableOption(enum.Enum):
     int64_index = "index every kernel with 64-bit integers, even where 32 bits would do"
     sync_launches = "synchronize after every kernel launch, so that a CUDA fault names the kernel that caused it (slow)"
     kernel_choice = "time each candidate schedule (persistent or not, grid split or not) on the GPU, keep the fastest"
+    shared_persistence = "keep an inner persistent kernel's rows in shared memory where registers would spill"
 
 
 class DisableOption(enum.Enum):

@@ -59,8 +59,9 @@ from fuser_core.scheduler.device import select_device
 
 LEVELS = ("input key", "concretization", "runtime")
 # Enable options the cache-hit fast path works under: the kernel choice's trials run
-# through the full path, and the fast path replays the kernel kept.
-FAST_PATH_ENABLES = frozenset({EnableOption.kernel_choice})
+# through the full path, and the fast path replays the kernel kept; shared_persistence
+# only changes what is compiled (a fast-path entry is kept per options).
+FAST_PATH_ENABLES = frozenset({EnableOption.kernel_choice, EnableOption.shared_persistence})
 INPUT_KEY_CAPACITY = 256  # level-1 entries kept (least recently used go first)
 REASON_CANDIDATES = 32  # recent keys a miss is compared with to explain it
 REPORTS_KEPT = 1024
@@ -491,7 +492,14 @@ def _input_key_diff(new: tuple[Any, ...], old: tuple[Any, ...]) -> list[str]:
         found += [
             f"{name} {'on' if now else 'off'}"
             for name, now, before in zip(
-                ("allocation-order inference", "vectorization", "segmentation", "int64 indexing", "kernel choice"),
+                (
+                    "allocation-order inference",
+                    "vectorization",
+                    "segmentation",
+                    "int64 indexing",
+                    "kernel choice",
+                    "shared-memory persistence",
+                ),
                 dataclasses.astuple(flags),
                 dataclasses.astuple(old[7]),
                 strict=True,

@@ -77,6 +77,7 @@ class CompileFlags:
     segment: bool = True
     int64_index: bool = False
     kernel_choice: bool = False  # schedule (and on the GPU compile and time) each group's candidates
+    shared_persistence: bool = False  # inner persistent rows in shared memory where registers would spill
 
     @staticmethod
     def of(opts: Options) -> CompileFlags:
@@ -86,6 +87,7 @@ class CompileFlags:
             not opts.is_disabled(DisableOption.segmentation),
             opts.is_enabled(EnableOption.int64_index),
             opts.is_enabled(EnableOption.kernel_choice),
+            opts.is_enabled(EnableOption.shared_persistence),
         )
 
 
@@ -99,7 +101,13 @@ def compile_fusion(
     fusion, _ = concretized.clone()
     skip = frozenset() if flags.infer_allocation_order else frozenset({"allocation_order_inference"})
     records = run_presegmentation_passes(fusion, skip=skip)
-    info = RuntimeInfo(bind_args(fusion, args, values=False), device, index_type, vectorize=flags.vectorize)
+    info = RuntimeInfo(
+        bind_args(fusion, args, values=False),
+        device,
+        index_type,
+        vectorize=flags.vectorize,
+        shared_persistence=flags.shared_persistence,
+    )
     segmented = segment(fusion, info, allow_segmentation=flags.segment)
     schedule_groups(segmented)
     if flags.kernel_choice:
@@ -156,6 +164,7 @@ class FusionKernelRuntime:
             self.compiled.device,
             self.signature.index_type,
             vectorize=self.flags.vectorize,
+            shared_persistence=self.flags.shared_persistence,
         )
 
     @property

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import IterDomain, ParallelType
 from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp, WelfordOp
-from fuser_core.ir.tensor_view import MemoryType, TensorView
+from fuser_core.ir.tensor_view import MemoryType, TensorView, filled_contiguity
 from fuser_core.scheduler import common
 from fuser_core.scheduler.base import HeuristicParams, RejectCategory, Rejection, ScheduleRecord, SchedulerType, reject
 from fuser_core.scheduler.checks import (
@@ -51,10 +51,11 @@ from fuser_core.scheduler.welford_translation import translatable_in, translate_
 # after indexing and temporaries, in bytes.
 REGISTER_BUDGET_BYTES = 160 * 4
 MAX_THREADS = 512
-# Persistent buffers in shared memory when registers would spill. Off: each thread's
-# batch lies contiguous in the tile, so a warp's accesses hit the same banks; on an H100
-# (2026-11-26) cross_entropy_bwd ran 614 us this way against 556 us spilling registers
-# (ncu: L1 79%, DRAM 25%). Tests turn it on to keep the machinery proven.
+# Persistent buffers in shared memory when registers would spill: by default only with the
+# enable option `shared_persistence` (RuntimeInfo.shared_persistence). Off since an H100
+# A/B (2026-11-26): cross_entropy_bwd ran 614 us this way against 556 us spilling
+# registers (ncu: L1 79%, DRAM 25%), its tile then laid out [batch, TIDx, V], every access
+# 8-way bank conflicted; now [batch, V, TIDx] (_lanes_innermost), not yet timed.
 SHARED_PERSISTENCE = False
 SHARED_SCRATCH_BYTES = 1024 * 8  # a block reduction's shared scratch, at most (1024 threads, 8 bytes)
 
@@ -269,11 +270,24 @@ class ReductionScheduler:
 def _buffers_to_shared_memory(fusion: Fusion, params: ReductionParams) -> list[str]:
     """The persistent buffers in shared memory. Each one keeps the reference's loops, so the
     thread that stores an element is the one that reads it back after the reduction (its
-    tile spans the block's rows and threads: codegen allocates thread axes of shared tensors)."""
+    tile spans the block's rows and threads: codegen allocates thread axes of shared tensors),
+    and is laid out with its lanes innermost (_lanes_innermost)."""
     buffers = [common.tensor_named(fusion, name) for name in params.buffers]
     for tv in buffers:
         tv.memory_type = MemoryType.Shared
+        _lanes_innermost(tv)
     return [f"persistent buffers in shared memory: {', '.join(f'T{tv.name}' for tv in buffers)}"]
+
+
+def _lanes_innermost(tv: TensorView) -> None:
+    """Allocate `tv` over its loop IDs with the threadIdx.x axis innermost: [.., TIDy,
+    batch, V, TIDx]. At each of a thread's batch and vector positions, a warp's lanes then
+    address consecutive elements (no bank conflict); in loop order [.., batch, TIDx, V] they
+    would lie V elements apart (8 floats: every access 8-way conflicted). blockDim.x is a
+    warp multiple (padded_threads), so a warp never spans two TIDy rows."""
+    lanes = [d for d in tv.loop if d.parallel_type == ParallelType.TIDx]
+    alloc = [d for d in tv.loop if d.parallel_type != ParallelType.TIDx] + lanes
+    tv.domain.set_allocation(alloc, filled_contiguity(alloc, True), hint=False)
 
 
 def _feeds_reduction(tv: TensorView) -> bool:
@@ -303,7 +317,7 @@ def _inner_persistent_params(
     split = choose_split(lanes, rows, held * vec, _has_exp(group), info.device)
     row_bytes = _buffer_bytes_per_row(group, info)
     in_shared = (
-        SHARED_PERSISTENCE
+        (SHARED_PERSISTENCE or info.shared_persistence)
         and split.spare_registers < REGISTER_OVERHEAD
         and row_bytes <= info.device.shared_memory_per_block
     )

@@ -24,10 +24,9 @@ from fuser_core.ir.dtype import DataType  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def shared_persistence(monkeypatch):
-    """The shared-memory path is off by default (bank conflicts); these tests prove it."""
-    from fuser_core.scheduler import reduction
-
-    monkeypatch.setattr(reduction, "SHARED_PERSISTENCE", True)
+    """The shared-memory path is off by default (until the GPU shows it faster); these
+    tests turn it on with its enable option."""
+    monkeypatch.setenv("FUSER_ENABLE", "shared_persistence")
 
 
 def _numpy_reference(logits: np.ndarray, labels: np.ndarray, grad: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ from fuser_core.codegen.lower.model import (
     HARDWARE,
     INDEX,
     Coords,
+    buffer_layout,
     concrete,
     first_reduction_position,
     loop_var,
@@ -29,12 +30,14 @@ class Buffers(Indexing):
 
     # -- buffers ---------------------------------------------------------------------------
     def _allocated_dims(self, tv: TensorView) -> list[IterDomain]:
+        """The loop IDs the buffer holds, in its layout's order (model.buffer_layout)."""
         dims = []
         start = tv.compute_at_pos
         if isinstance(tv.definition, ReductionOp | WelfordOp):  # allocated before its reduction loops
             start = min(start, first_reduction_position(tv))
-        for pos, dim in enumerate(tv.loop):
-            if pos < start and not (tv.memory_type == MemoryType.Shared and _is_thread(dim)):
+        position = {id(dim): pos for pos, dim in enumerate(tv.loop)}
+        for dim in buffer_layout(tv):
+            if position[id(dim)] < start and not (tv.memory_type == MemoryType.Shared and _is_thread(dim)):
                 continue  # a shared tile holds every thread's part, even along its consumers' loops
             if dim.is_reduction:
                 continue  # a reduction's buffer holds one partial result per iteration point

@@ -11,7 +11,7 @@ from fuser_core.codegen.simplify import rebuild
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.iter_domain import IterDomain, ParallelType
 from fuser_core.ir.tensor_exprs import WelfordOp
-from fuser_core.ir.tensor_view import TensorView
+from fuser_core.ir.tensor_view import MemoryType, TensorView
 
 INDEX = DataType.Index
 HARDWARE = {
@@ -57,6 +57,17 @@ def padded_size(dim: IterDomain) -> int | None:
             return node.padded_to
         node = node.replayed_from
     return None
+
+
+def buffer_layout(tv: TensorView) -> list[IterDomain]:
+    """The loop IDs a register array or shared tile is laid out by, outermost first: the
+    tensor's allocation domain where the schedule made it a permutation of its loop
+    domain (nvFuser's allocation domain of a shared buffer), else its loop domain."""
+    alloc = tv.domain.allocation
+    if alloc is None or tv.memory_type == MemoryType.Global or len(alloc) != len(tv.loop):
+        return tv.loop
+    loop = {id(d) for d in tv.loop}
+    return alloc if all(id(d) in loop for d in alloc) else tv.loop
 
 
 def loop_var(dim: IterDomain) -> k.Var:

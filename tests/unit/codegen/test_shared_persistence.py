@@ -5,11 +5,15 @@ unsynchronized shared write; NVRTC compiles it with no spills)."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import re
+from collections.abc import Iterator
 
 import pytest
 from kernels_check import check_generated_kernels, runtime_and_inputs
 
+from fuser_core import load_repro, use_options
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen import lower_group, translation_unit
 from fuser_core.runtime.group_lowering import index_dtype
@@ -80,10 +84,9 @@ TORCH = {"Float": "float32", "BFloat16": "bfloat16"}
 
 @pytest.fixture(autouse=True)
 def shared_persistence(monkeypatch):
-    """The shared-memory path is off by default (bank conflicts); these tests prove it."""
-    from fuser_core.scheduler import reduction
-
-    monkeypatch.setattr(reduction, "SHARED_PERSISTENCE", True)
+    """The shared-memory path is off by default (until the GPU shows it faster); these
+    tests turn it on with its enable option."""
+    monkeypatch.setenv("FUSER_ENABLE", "shared_persistence")
 
 
 def softmax(dtype: str, rows: int, cols: int) -> str:
@@ -116,6 +119,20 @@ def test_persistent_buffers_go_to_shared_memory_only_when_registers_would_spill(
         assert group.record.notes == [f"persistent buffers in shared memory: T{params.buffers[0]}"]
 
 
+def test_shared_persistence_is_an_enable_option_and_off_by_default(monkeypatch):
+    monkeypatch.delenv("FUSER_ENABLE")
+    (loaded,) = load_repro(CROSS_ENTROPY.format(rows=3, cols=16384)).definitions
+    inputs = loaded.materialize_inputs(seed=0)
+    with use_options(device_model="h100_sxm", backend="reference"):
+        loaded.fd.execute(inputs)
+        with use_options(enable=["shared_persistence"]):
+            loaded.fd.execute(inputs)
+    cache = loaded.fd.executor_cache
+    kept = [r.runtime.segmented.groups[0].params.buffer_in_shared_memory for r in cache.reports]
+    assert kept == [False, True]
+    assert "shared-memory persistence on" in cache.events[-1].reasons
+
+
 def _kernel(script: str) -> k.Kernel:
     runtime, _ = runtime_and_inputs(script)
     (group,) = runtime.segmented.groups
@@ -145,3 +162,63 @@ def test_a_shared_persistent_kernel_compiles_without_spills():
     log = nvrtc.compile_program(source, [kernel.name], arch="sm_90", options=options).log
     spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
     assert spills is not None and spills.groups() == ("0", "0"), log
+
+
+def _reads(node: k.Node, buffer: str, lane: str | None) -> Iterator[tuple[k.Node, str | None]]:
+    if isinstance(node, k.Read) and node.buffer == buffer:
+        yield node.index, lane
+    for value in vars(node).values():
+        for part in value if isinstance(value, tuple) else (value,):
+            if isinstance(part, k.Node):
+                yield from _reads(part, buffer, lane)
+
+
+def _accesses(stmts: list[k.Stmt], buffer: str, lane: str | None = None) -> Iterator[tuple[k.Node, str | None]]:
+    """(index, the variable threadIdx.x binds around it) of every store and read of `buffer`."""
+    for stmt in stmts:
+        if isinstance(stmt, k.Store) and stmt.buffer == buffer:
+            yield stmt.index, lane
+        for field in dataclasses.fields(stmt):
+            value = getattr(stmt, field.name)
+            if isinstance(value, k.Node):
+                yield from _reads(value, buffer, lane)
+        if isinstance(stmt, k.For):
+            inner = stmt.index.name if stmt.hardware == "threadIdx.x" else lane
+            yield from _accesses(stmt.body, buffer, inner)
+        elif isinstance(stmt, k.If):
+            yield from _accesses(stmt.then, buffer, lane)
+            yield from _accesses(stmt.orelse, buffer, lane)
+
+
+def _evaluate(node: k.Node, env: dict[str, int]) -> int:
+    if isinstance(node, k.Const):
+        return int(node.value)
+    if isinstance(node, k.Var):
+        return env[node.name]
+    assert isinstance(node, k.Bin) and node.op in ("+", "*", "/", "%"), node
+    a, b = _evaluate(node.a, env), _evaluate(node.b, env)
+    if node.op == "+":
+        return a + b
+    if node.op == "*":
+        return a * b
+    return a // b if node.op == "/" else a % b
+
+
+def test_a_warps_lanes_address_consecutive_words_of_the_shared_row():
+    # The tile is allocated [batch, V, TIDx] (TIDx innermost): at each of a thread's batch
+    # and vector positions, lanes 0..31 store and re-read 32 consecutive floats, one per
+    # bank. Laid out in loop order [batch, TIDx, V], they were V = 8 floats apart: 4 banks,
+    # every access 8-way conflicted.
+    kernel = _kernel(CROSS_ENTROPY.format(rows=3, cols=16384))
+    (alloc,) = [s for s in k.walk(kernel.body) if isinstance(s, k.Alloc) and s.buffer == "T3"]
+    assert alloc.memory == k.Memory.shared and alloc.dtype.itemsize == 4
+    accesses = list(_accesses(kernel.body, "T3"))
+    stores = [s for s in k.walk(kernel.body) if isinstance(s, k.Store) and s.buffer == "T3"]
+    assert stores and len(accesses) > len(stores)  # the store after the load, and the re-reads
+    for index, lane in accesses:
+        assert lane is not None  # inside the threadIdx.x binding
+        others = sorted(v for v in k.node_reads(index, with_vars=True) if v != lane)
+        for values in itertools.product(range(3), repeat=len(others)):
+            env = dict(zip(others, values, strict=True))
+            words = [_evaluate(index, {**env, lane: t}) for t in range(32)]
+            assert [b - a for a, b in itertools.pairwise(words)] == [1] * 31, (index, env)
