@@ -316,10 +316,14 @@ def _inner_persistent_params(
     held = _register_bytes_per_element(group)
     split = choose_split(lanes, rows, held * vec, _has_exp(group), info.device)
     row_bytes = _buffer_bytes_per_row(group, info)
+    # A buffer that is an input as read (float logits, no cast) would be its vector-loaded
+    # copy in shared memory, which codegen does not make yet: such rows stay in registers.
+    inputs = {id(tv) for tv in group.inputs}
     in_shared = (
         (SHARED_PERSISTENCE or info.shared_persistence)
         and split.spare_registers < REGISTER_OVERHEAD
         and row_bytes <= info.device.shared_memory_per_block
+        and not any(id(tv) in inputs for tv in persistent_buffers(group))
     )
     if in_shared:
         buffer_bytes = sum(tv.dtype.itemsize for tv in persistent_buffers(group))

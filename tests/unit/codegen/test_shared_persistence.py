@@ -98,8 +98,11 @@ def softmax(dtype: str, rows: int, cols: int) -> str:
     [
         ("Float", 1024, "registers"),
         ("Float", 16384, "registers"),  # 64 KiB a row: 16 floats a thread in 1024 threads
-        ("Float", 32768, "shared"),  # 128 KiB a row: it would spill; one row per block fits
-        ("BFloat16", 32768, "registers"),  # a bf16 input cast to float: fits with fewer registers held
+        # 128 KiB a row would spill, but the buffer is the input as read: its vector-loaded
+        # copy in shared memory is not generated yet, so it stays in registers
+        ("Float", 32768, "registers"),
+        ("BFloat16", 32768, "registers"),
+        ("BFloat16", 49152, "shared"),  # 192 KiB of float a row: it would spill; one row per block fits  # a bf16 input cast to float: fits with fewer registers held
         ("Float", 65536, "segmented"),  # 256 KiB a row: past the 227 KiB of shared memory a block has
     ],
 )
@@ -222,3 +225,14 @@ def test_a_warps_lanes_address_consecutive_words_of_the_shared_row():
             env = dict(zip(others, values, strict=True))
             words = [_evaluate(index, {**env, lane: t}) for t in range(32)]
             assert [b - a for a, b in itertools.pairwise(words)] == [1] * 31, (index, env)
+
+
+def test_a_float_input_kept_as_read_stays_in_registers():
+    # With float logits there is no cast: the persistent buffer is the input itself. The
+    # scheduler marked the global input shared (nothing moved, and with the lanes-innermost
+    # layout its global indexing broke: a KeyError on the GPU); such rows stay in registers.
+    script = CROSS_ENTROPY.format(rows=3, cols=16384).replace("BFloat16", "Float").replace("bfloat16", "float32")
+    runtime, inputs = runtime_and_inputs(script)
+    (group,) = runtime.segmented.groups
+    assert group.scheduler.value == "inner_persistent" and not group.params.buffer_in_shared_memory
+    assert check_generated_kernels(runtime, inputs)
