@@ -7,8 +7,8 @@ register arrays take (32-bit words per thread), which `__launch_bounds__` is siz
 
     python benchmarks/register_report.py [sample ...]
 
-Options come from the environment: `FUSER_ENABLE=shared_persistence` reports the inner
-persistent kernels that keep their rows in shared memory where registers would spill.
+Options come from the environment: `FUSER_DISABLE=shared_persistence` reports the inner
+persistent kernels as they are with their rows kept in registers (spilling).
 """
 
 from __future__ import annotations

@@ -52,7 +52,6 @@ class EnableOption(enum.Enum):
     int64_index = "index every kernel with 64-bit integers, even where 32 bits would do"
     sync_launches = "synchronize after every kernel launch, so that a CUDA fault names the kernel that caused it (slow)"
     kernel_choice = "time each candidate schedule (persistent or not, grid split or not) on the GPU, keep the fastest"
-    shared_persistence = "keep an inner persistent kernel's rows in shared memory where registers would spill"
 
 
 class DisableOption(enum.Enum):
@@ -60,6 +59,7 @@ class DisableOption(enum.Enum):
     allocation_order_inference = "skip the pass that proposes allocation-order hints (users' stride_order still holds)"
     vectorization = "schedule every global access element by element (vector width 1)"
     segmentation = "refuse a fusion that does not fit one kernel instead of cutting it, naming each scheduler's reason"
+    shared_persistence = "keep inner persistent rows in registers even where they spill (not in shared memory)"
 
 
 # Device models the schedulers can size heuristics for instead of the GPU's own

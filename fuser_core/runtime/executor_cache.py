@@ -59,9 +59,8 @@ from fuser_core.scheduler.device import select_device
 
 LEVELS = ("input key", "concretization", "runtime")
 # Enable options the cache-hit fast path works under: the kernel choice's trials run
-# through the full path, and the fast path replays the kernel kept; shared_persistence
-# only changes what is compiled (a fast-path entry is kept per options).
-FAST_PATH_ENABLES = frozenset({EnableOption.kernel_choice, EnableOption.shared_persistence})
+# through the full path, and the fast path replays the kernel kept.
+FAST_PATH_ENABLES = frozenset({EnableOption.kernel_choice})
 INPUT_KEY_CAPACITY = 256  # level-1 entries kept (least recently used go first)
 REASON_CANDIDATES = 32  # recent keys a miss is compared with to explain it
 REPORTS_KEPT = 1024

@@ -77,7 +77,7 @@ class CompileFlags:
     segment: bool = True
     int64_index: bool = False
     kernel_choice: bool = False  # schedule (and on the GPU compile and time) each group's candidates
-    shared_persistence: bool = False  # inner persistent rows in shared memory where registers would spill
+    shared_persistence: bool = True  # inner persistent rows in shared memory where registers would spill
 
     @staticmethod
     def of(opts: Options) -> CompileFlags:
@@ -87,7 +87,7 @@ class CompileFlags:
             not opts.is_disabled(DisableOption.segmentation),
             opts.is_enabled(EnableOption.int64_index),
             opts.is_enabled(EnableOption.kernel_choice),
-            opts.is_enabled(EnableOption.shared_persistence),
+            not opts.is_disabled(DisableOption.shared_persistence),
         )
 
 

@@ -111,7 +111,7 @@ class RuntimeInfo:
     device: DeviceProperties
     index_type: str = "int32"
     vectorize: bool = True  # False: the vectorization option is disabled
-    shared_persistence: bool = False  # True: the shared_persistence option is enabled
+    shared_persistence: bool = True  # False: the shared_persistence disable option is set
     _cache: dict[int, int] = field(default_factory=dict)
 
     def extent(self, dim: IterDomain) -> int:

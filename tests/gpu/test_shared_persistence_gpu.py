@@ -22,13 +22,6 @@ from test_shared_persistence import CROSS_ENTROPY  # noqa: E402
 from fuser_core.ir.dtype import DataType  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def shared_persistence(monkeypatch):
-    """The shared-memory path is off by default (until the GPU shows it faster); these
-    tests turn it on with its enable option."""
-    monkeypatch.setenv("FUSER_ENABLE", "shared_persistence")
-
-
 def _numpy_reference(logits: np.ndarray, labels: np.ndarray, grad: np.ndarray) -> np.ndarray:
     x = logits.astype(np.float64)
     e = np.exp(x - x.max(axis=1, keepdims=True))

@@ -84,9 +84,9 @@ TORCH = {"Float": "float32", "BFloat16": "bfloat16"}
 
 @pytest.fixture(autouse=True)
 def shared_persistence(monkeypatch):
-    """The shared-memory path is off by default (until the GPU shows it faster); these
-    tests turn it on with its enable option."""
-    monkeypatch.setenv("FUSER_ENABLE", "shared_persistence")
+    """The shared-memory path is on unless disabled: none of these tests disables it."""
+    monkeypatch.delenv("FUSER_DISABLE", raising=False)
+    monkeypatch.delenv("NVFUSER_DISABLE", raising=False)
 
 
 def softmax(dtype: str, rows: int, cols: int) -> str:
@@ -101,8 +101,8 @@ def softmax(dtype: str, rows: int, cols: int) -> str:
         # 128 KiB a row would spill, but the buffer is the input as read: its vector-loaded
         # copy in shared memory is not generated yet, so it stays in registers
         ("Float", 32768, "registers"),
-        ("BFloat16", 32768, "registers"),
-        ("BFloat16", 49152, "shared"),  # 192 KiB of float a row: it would spill; one row per block fits  # a bf16 input cast to float: fits with fewer registers held
+        ("BFloat16", 32768, "registers"),  # a bf16 input cast to float: fits with fewer registers held
+        ("BFloat16", 49152, "shared"),  # 192 KiB of float a row: it would spill; one row per block fits
         ("Float", 65536, "segmented"),  # 256 KiB a row: past the 227 KiB of shared memory a block has
     ],
 )
@@ -122,18 +122,17 @@ def test_persistent_buffers_go_to_shared_memory_only_when_registers_would_spill(
         assert group.record.notes == [f"persistent buffers in shared memory: T{params.buffers[0]}"]
 
 
-def test_shared_persistence_is_an_enable_option_and_off_by_default(monkeypatch):
-    monkeypatch.delenv("FUSER_ENABLE")
+def test_shared_persistence_is_on_by_default_and_a_disable_option_keeps_rows_in_registers():
     (loaded,) = load_repro(CROSS_ENTROPY.format(rows=3, cols=16384)).definitions
     inputs = loaded.materialize_inputs(seed=0)
     with use_options(device_model="h100_sxm", backend="reference"):
         loaded.fd.execute(inputs)
-        with use_options(enable=["shared_persistence"]):
+        with use_options(disable=["shared_persistence"]):
             loaded.fd.execute(inputs)
     cache = loaded.fd.executor_cache
     kept = [r.runtime.segmented.groups[0].params.buffer_in_shared_memory for r in cache.reports]
-    assert kept == [False, True]
-    assert "shared-memory persistence on" in cache.events[-1].reasons
+    assert kept == [True, False]
+    assert "shared-memory persistence off" in cache.events[-1].reasons
 
 
 def _kernel(script: str) -> k.Kernel:
