@@ -150,9 +150,11 @@ def _downstream(group: GroupView) -> list[TensorView]:
 
 def needs_persistence(group: GroupView) -> bool:
     """Whether a tensor after a reduction iterates the reduced axes again (normalization),
-    or a window of them: an add of a slice of the rows a cat of slices summed reads those
-    rows again (seed 16 case 973)."""
-    reduced = group.id_map.windows_of(reduction_sets(group.id_map, group.reduction_tvs()[0]))
+    a window of them (an add of a slice of the rows a cat of slices summed reads those
+    rows again: seed 16 case 973), or axes that a reshape made them from or into (a mean
+    over a reshape of x to one axis, added back to x, reads all of x again: seed 17 case
+    308)."""
+    reduced = group.id_map.overlapping(reduction_sets(group.id_map, group.reduction_tvs()[0]))
     return any(concrete_sets(group.id_map, tv) & reduced for tv in downstream_of_reductions(group))
 
 

@@ -16,7 +16,7 @@ expression, so a group sees only the broadcasts it resolves itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from fuser_core.ir.base import Expr
 from fuser_core.ir.domain_map import root_pairs
@@ -56,6 +56,7 @@ class IdMap:
         self._squeezed: list[IterDomain] = []  # axes a squeeze removes: size 1, iterated by nothing
         self._squeezed_sets: set[int] | None = None
         self._windows: dict[int, set[int]] | None = None  # Resize ties, both ways (windows_of)
+        self._made_into: dict[int, list[int]] | None = None  # _sources inverted (overlapping)
         for expr in exprs:
             self._add_expr(expr)
         self._sources = self._rf_sources()
@@ -145,6 +146,32 @@ class IdMap:
                 found.add(key)
                 stack.extend(self._windows.get(key, ()))
         return found
+
+    def overlapping(self, keys: Iterable[int]) -> set[int]:
+        """The windows of `keys` (windows_of), and every exact set holding some of their
+        elements: what they were reshaped or resized from, and what was made from them,
+        up or down a chain of transforms, never sideways (the two halves of a split share
+        no element). A sum over a reshape of [i0, i1] to [i0 * i1] reduces i0 and i1."""
+        start = self.windows_of(keys)
+        return start | self._closure(start, self.made_from) | self._closure(start, self._made_into_of)
+
+    def _closure(self, keys: set[int], step: Callable[[int], list[int]]) -> set[int]:
+        found: set[int] = set()
+        stack = list(keys)
+        while stack:
+            for key in self.windows_of(step(stack.pop())):
+                if key not in found:
+                    found.add(key)
+                    stack.append(key)
+        return found
+
+    def _made_into_of(self, key: int) -> list[int]:
+        if self._made_into is None:
+            self._made_into = {}
+            for made, sources in self._sources.items():
+                for source in sources:
+                    self._made_into.setdefault(source, []).append(made)
+        return self._made_into.get(key, [])
 
     def _rf_sources(self) -> dict[int, list[int]]:
         sources: dict[int, list[int]] = {}

@@ -571,3 +571,25 @@ def test_a_float_past_the_integer_range_converts_as_the_gpu_converts_it():
     np.testing.assert_array_equal(as_int32, [0, big, small, big, small, big, 0, 7])
     np.testing.assert_array_equal(as_int64[:5], [0, 2**63 - 1, -(2**63), 3_000_000_000, -3_000_000_000])
     np.testing.assert_array_equal(as_int64[5:], [2**63 - 1, 0, 7])
+
+
+# -- seed 17 on the H100: case 308 --------------------------------------------------------
+
+
+def test_a_mean_over_a_reshape_added_back_to_its_unreshaped_input_is_persistent():
+    # var_mean of a [16, 511] input reshaped to one axis, its mean broadcast back and added
+    # to the input: the add iterates the axes the reshape merged into the reduced one, which
+    # persistence did not see through the reshape, so the plain reduction scheduler split
+    # the row over blockIdx.y and the first block added its own partial mean to its half
+    # of the output (seed 17 case 308)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        _, mean = fd.ops.var_mean(fd.ops.reshape(t0, new_shape=[8176]), dims=[0], correction=1, keepdim=False)
+        wide = fd.ops.broadcast_in_dim(mean, shape=[fd.ops.size(t0, dim=0), 511], broadcast_dims=[])
+        fd.add_output(fd.ops.add(t0, wide))
+
+    x = RNG.standard_normal((16, 511)).astype(np.float32)
+    runtime, _ = _runtime(build, [x])
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["inner_persistent"]  # one block per row
+    (out,) = _check_kernels_codegen_takes(build, [x])
+    np.testing.assert_allclose(out, x + x.mean(dtype=np.float64), rtol=1e-5, atol=1e-5)
