@@ -593,3 +593,25 @@ def test_a_mean_over_a_reshape_added_back_to_its_unreshaped_input_is_persistent(
     assert [g.scheduler.value for g in runtime.segmented.groups] == ["inner_persistent"]  # one block per row
     (out,) = _check_kernels_codegen_takes(build, [x])
     np.testing.assert_allclose(out, x + x.mean(dtype=np.float64), rtol=1e-5, atol=1e-5)
+
+
+# -- seed 17 on the H100: case 3939 -------------------------------------------------------
+
+
+def test_an_input_times_the_sum_of_its_flattened_padded_elements_is_persistent():
+    # x [16, 1024] times the sum of pad(reshape(x, [16384])): the product iterates the two
+    # axes the reshape merged (and the pad widened) into the reduced one, which persistence
+    # did not see through the reshape, so the plain reduction scheduler split the row over
+    # blockIdx.y and every block but the last multiplied x by its own partial sum (seed 17
+    # case 3939; the same cause as case 308, with a pad between the reshape and the sum)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, 1, 1], contiguity=[True, True, None, None], dtype=DataType.Int32)
+        flat = fd.ops.reshape(t0, new_shape=[16384])
+        total = fd.ops.sum(fd.ops.pad(flat, [3, 2], value=1), dims=[0], keepdim=True, dtype=DataType.Null)
+        fd.add_output(fd.ops.mul(t0, fd.ops.broadcast_in_dim(total, shape=[16, 1024, 1, 1], broadcast_dims=[0])))
+
+    x = RNG.integers(-9, 10, (16, 1024, 1, 1)).astype(np.int32)
+    runtime, _ = _runtime(build, [x])
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["inner_persistent"]  # one block per row
+    (out,) = _check_kernels_codegen_takes(build, [x])
+    np.testing.assert_array_equal(out, x.astype(np.int64) * (int(x.sum()) + 5))  # + 3 and 2 pad ones
