@@ -127,7 +127,7 @@ class FastPlan:
         if torch_out:
             torch = sys.modules["torch"]
             self._torch_empty = torch.empty_strided
-            self._torch_device = torch.device("cuda", torch.cuda.current_device())
+            self.torch_device = torch.device("cuda", torch.cuda.current_device())
             self._torch_dtypes = {d: getattr(torch, name) for d, name in _TORCH_DTYPES.items()}
         # The replay works on one list of pointers: the inputs' by position, then each
         # output's as it is allocated; each launch reads its tensor arguments by slot.
@@ -218,7 +218,7 @@ class FastPlan:
                 out.shape,
                 out.strides,
                 dtype=self._torch_dtypes[out.dtype],
-                device=self._torch_device,
+                device=self.torch_device,
             )
         import cupy
 

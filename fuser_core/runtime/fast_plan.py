@@ -79,7 +79,7 @@ def make_fast_plan(
     plan = FastPlan(launches, results, torch_out, device, log, [getattr(a, "device", None) for a in args])
     if torch_out:  # torch outputs go where the first torch input is (as the full path puts them)
         first = next(a for a in args if isinstance(a, TensorArg) and a.origin == "torch")
-        plan.final = first.device.get_device() == plan._torch_device.index
+        plan.final = first.device.get_device() == plan.torch_device.index
     elif not any(isinstance(a, TensorArg) for a in args):
         plan.final = False  # no tensor input (iota): the frontend chooses the outputs' framework
     return plan
