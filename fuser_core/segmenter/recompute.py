@@ -33,7 +33,8 @@ from fuser_core.segmenter.segmented_fusion import Recompute
 if TYPE_CHECKING:
     from fuser_core.segmenter.finder import SegmentCandidateFinder, _Group
 
-# Ops worth repeating in a reader: one arithmetic instruction or less per element.
+# Ops worth repeating in a reader: elementwise math and broadcasts, computed again per
+# element (a transcendental included: these kernels are bound by memory, not math).
 # Reductions, RNG, resize/pad/slice/cat, gathers and library ops are not.
 CHEAP_OPS: tuple[type, ...] = (UnaryOp, BinaryOp, TernaryOp, BroadcastOp, ExpandOp)
 
