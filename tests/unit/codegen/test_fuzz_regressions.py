@@ -615,3 +615,19 @@ def test_an_input_times_the_sum_of_its_flattened_padded_elements_is_persistent()
     assert [g.scheduler.value for g in runtime.segmented.groups] == ["inner_persistent"]  # one block per row
     (out,) = _check_kernels_codegen_takes(build, [x])
     np.testing.assert_array_equal(out, x.astype(np.int64) * (int(x.sum()) + 5))  # + 3 and 2 pad ones
+
+
+# -- seed 18 on the H100: case 258 --------------------------------------------------------
+
+
+def test_the_negation_of_a_negative_full_compiles():
+    # neg of full(-2): the printer put the unary minus straight before the literal, and
+    # `(--2)` is a decrement of a constant (NVRTC: expression must be a modifiable lvalue;
+    # seed 18 case 258)
+    def build(fd):
+        t0 = fd.ops.full([1, 7], fill_value=2, dtype=DataType.Int32)
+        t2 = fd.ops.full([1, fd.ops.size(t0, dim=1)], fill_value=-2, dtype=DataType.Int32)
+        fd.add_output(fd.ops.neg(t2))
+
+    (out,) = _check(build, [])  # and compiles
+    np.testing.assert_array_equal(out, np.full((1, 7), 2, np.int32))
