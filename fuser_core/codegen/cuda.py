@@ -64,7 +64,7 @@ def expr(node: k.Node) -> str:
             return f"{_SHIFTS[node.op]}({expr(node.a)}, {expr(node.b)})"
         return f"({expr(node.a)} {node.op} {expr(node.b)})"
     if isinstance(node, k.Un):
-        return f"({node.op}{expr(node.a)})"
+        return f"({node.op}{_operand_of_unary(expr(node.a))})"
     if isinstance(node, k.Call):
         # ceilDiv's template takes two types; the others deduce one type from the arguments.
         args = [expr(a) if node.fn == "ceilDiv" else _typed_arg(a) for a in node.args]
@@ -74,6 +74,12 @@ def expr(node: k.Node) -> str:
     if isinstance(node, k.Read):
         return f"{node.buffer}[{expr(node.index)}]"
     raise TypeError(f"unknown kernel IR expression {node!r}")
+
+
+def _operand_of_unary(text: str) -> str:
+    """A unary operator's operand: a negative literal (`-2`, as a `full` of -2 prints) is
+    parenthesized, since `-` before it would read as the decrement `--2`."""
+    return f"({text})" if text.startswith("-") else text
 
 
 # Shifts print as the header's functions, defined for every shift amount.

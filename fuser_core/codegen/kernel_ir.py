@@ -343,7 +343,8 @@ def expr_text(node: Node) -> str:
     if isinstance(node, Bin):
         return f"({expr_text(node.a)} {node.op} {expr_text(node.b)})"
     if isinstance(node, Un):
-        return f"{node.op}{expr_text(node.a)}"
+        operand = expr_text(node.a)  # `--2` would read as a decrement
+        return f"{node.op}({operand})" if operand.startswith("-") else f"{node.op}{operand}"
     if isinstance(node, Call):
         return f"{node.fn}({', '.join(expr_text(a) for a in node.args)})"
     if isinstance(node, Cast):

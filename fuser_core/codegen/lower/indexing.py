@@ -20,7 +20,7 @@ from fuser_core.codegen.lower.model import (
     loop_var,
 )
 from fuser_core.codegen.lower.predicates import Predicates, _propagate_overflow, first_lanes
-from fuser_core.codegen.simplify import add, const_value, div, land, lt, mod, mul, sub
+from fuser_core.codegen.simplify import add, conjuncts, const_value, div, land, lt, mod, mul, sub
 from fuser_core.errors import InternalError
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.iter_domain import IterDomain, Merge, Resize, Split
@@ -207,6 +207,27 @@ class Indexing(Predicates):
             if producer.memory_type == MemoryType.Shared:
                 continue
             self._demand_inputs(producer, p_inst, seen)
+
+    def _for_buffer(self, tv: TensorView, inst: Instance) -> Instance:
+        """The instance a materialized tensor is computed at: the consumer's bounds checks on
+        loops this tensor does not iterate (a later reduction's, say) say nothing of it.
+        Coordinates in loop indices the tensor has none of (a consumer scheduled apart, whose
+        loops it is not computed in) cannot be computed where its loops are: its buffer is
+        filled at its own coordinates, and that consumer reads it at the forward slot."""
+        loops = {loop_var(d).name for d in tv.loop}
+        if not all(_loop_vars(c) <= loops for c in inst.coords):
+            inst = self.own_instance(tv)
+        own = {loop_var(d).name for d in tv.loop if not d.is_reduction}  # a reduction's value spans its own
+        lanes = first_lanes(self, tv)  # as its own checks are made: once per vector
+        terms: list[k.Node] = []
+        for term in conjuncts(inst.valid):
+            term = _substitute(term, lanes)
+            if _loop_vars(term) <= own and term not in terms:
+                terms.append(term)
+        valid: k.Node = TRUE
+        for term in terms:
+            valid = land(valid, term)
+        return Instance(inst.coords, valid)
 
     # -- forward indexing: loop indices at logical coordinates ---------------------------
     def _forward_index(self, tv: TensorView, coords: Coords) -> dict[int, k.Node]:

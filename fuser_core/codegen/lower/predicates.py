@@ -16,14 +16,11 @@ from fuser_core.codegen.lower.model import (
     HARDWARE,
     INDEX,
     TRUE,
-    Instance,
-    _loop_vars,
     _Scope,
-    _substitute,
     concrete,
     loop_var,
 )
-from fuser_core.codegen.simplify import conjuncts, const_value, land, lt
+from fuser_core.codegen.simplify import const_value, land, lt
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.iter_domain import IterDomain, Merge, Resize, Split
 from fuser_core.ir.tensor_view import TensorView, transforms_between
@@ -57,21 +54,6 @@ class Predicates(Loops):
             extent = self.scalar(inp.expanded_extent, INDEX) if inp.expanded_extent is not None else self.extent(inp)
             valid = land(valid, lt(value, extent))
         return valid
-
-    def _for_buffer(self, tv: TensorView, inst: Instance) -> Instance:
-        """The instance a materialized tensor is computed at: the consumer's bounds checks on
-        loops this tensor does not iterate (a later reduction's, say) say nothing of it."""
-        own = {loop_var(d).name for d in tv.loop if not d.is_reduction}  # a reduction's value spans its own
-        lanes = first_lanes(self, tv)  # as its own checks are made: once per vector
-        terms: list[k.Node] = []
-        for term in conjuncts(inst.valid):
-            term = _substitute(term, lanes)
-            if _loop_vars(term) <= own and term not in terms:
-                terms.append(term)
-        valid: k.Node = TRUE
-        for term in terms:
-            valid = land(valid, term)
-        return Instance(inst.coords, valid)
 
     def _write_predicate(self, tv: TensorView) -> k.Node:
         """One thread writes each element: along a launch dimension the tensor does not

@@ -615,3 +615,42 @@ def test_an_input_times_the_sum_of_its_flattened_padded_elements_is_persistent()
     assert [g.scheduler.value for g in runtime.segmented.groups] == ["inner_persistent"]  # one block per row
     (out,) = _check_kernels_codegen_takes(build, [x])
     np.testing.assert_array_equal(out, x.astype(np.int64) * (int(x.sum()) + 5))  # + 3 and 2 pad ones
+
+
+# -- seed 18 on the H100: case 258 --------------------------------------------------------
+
+
+def test_the_negation_of_a_negative_full_compiles():
+    # neg of full(-2): the printer put the unary minus straight before the literal, and
+    # `(--2)` is a decrement of a constant (NVRTC: expression must be a modifiable lvalue;
+    # seed 18 case 258)
+    def build(fd):
+        t0 = fd.ops.full([1, 7], fill_value=2, dtype=DataType.Int32)
+        t2 = fd.ops.full([1, fd.ops.size(t0, dim=1)], fill_value=-2, dtype=DataType.Int32)
+        fd.add_output(fd.ops.neg(t2))
+
+    (out,) = _check(build, [])  # and compiles
+    np.testing.assert_array_equal(out, np.full((1, 7), 2, np.int32))
+
+
+# -- seed 18 on the H100: case 460 --------------------------------------------------------
+
+
+def test_a_cache_read_by_a_reduction_it_is_not_scheduled_with_is_filled_over_its_own_loop():
+    # x cached once, read by a serial prod over its own loop and by the max of its
+    # broadcast, which the reduction scheduler split over threadIdx.x: the cache got a
+    # second copy filled over its own loop at the max's coordinates, in the loop indices of
+    # the max's loops, not open there (NVRTC: identifier "i15" is undefined; seed 18 case 460)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[5], contiguity=[True], dtype=DataType.Int)
+        t1 = fd.ops.prod(t0, dims=[0], keepdim=False, dtype=DataType.Null)
+        t2 = fd.ops.broadcast(t0, is_broadcast_dim=[True, True, False])
+        t3 = fd.ops.max(t2, dims=[0, 1, 2], keepdim=False, dtype=DataType.Null)
+        fd.add_output(fd.ops.fmod(t3, t1))
+
+    x = np.array([3, -1, 2, 1, -2], np.int64)  # max 3 and prod 12: fmod gives 3
+    (out,) = _check(build, [x])  # and compiles
+    assert out == 3
+    x = np.array([-3, -1, 1, 1, -1], np.int64)  # max 1 and prod -3: fmod gives 1
+    (out,) = _check(build, [x])
+    assert out == 1
