@@ -364,6 +364,7 @@ class FusionDefinition:
         # Python between the call and the launch than the replay itself.
         entry = self._entry
         executor = entry.executor_or_none if entry is not None else None
+        hit = None
         if (
             executor is not None
             and entry.plain_call  # type: ignore[union-attr]
@@ -384,7 +385,8 @@ class FusionDefinition:
             print(self.repro_script_for(inputs))
         args = flatten_inputs(inputs, entry.input_slots)
         enable = list(_enable_options) + (["kernel_profile"] if profile else [])
-        run = functools.partial(entry.executor().run, args, enable=enable, disable=list(_disable_options))
+        # A hit whose outputs need converting is replayed by run, not looked up again.
+        run = functools.partial(entry.executor().run, args, enable=enable, disable=list(_disable_options), hit=hit)
         captured: list[str] = []
         sink = dump_sink(lambda option, text: captured.append(text)) if capture_debug_output else nullcontext()
         with seed_source_for(args, device), sink:

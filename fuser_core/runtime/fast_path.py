@@ -112,13 +112,9 @@ class FastPlan:
         self.launches = launches
         self.log = log
         self._kernels = tuple(launch.kernel for launch in launches if launch.kernel is not None and _launched(launch))
-        self.results = results  # tensor names of the complete fusion's outputs
         self.torch_out = torch_out
         self.device = device
         self.fell_back: list[int] = []  # launches of the last call that took the scalar fallback
-        # Outputs the caller can take as they are: CuPy arrays for CuPy inputs, or torch
-        # tensors on the device of the torch inputs (set by whoever makes the plan).
-        self.final = not torch_out
         if launch_kernel is None:
             from cupy.cuda import driver  # the plan exists only where CuPy runs kernels
 
@@ -133,14 +129,21 @@ class FastPlan:
         # output's as it is allocated; each launch reads its tensor arguments by slot.
         self._torch_inputs = [p for p, x in enumerate(inputs) if hasattr(x, "data_ptr")]
         self._cupy_inputs = [p for p, x in enumerate(inputs) if not hasattr(x, "data_ptr") and hasattr(x, "data")]
+        # Outputs the caller can take as they are: torch tensors on the device of the first
+        # torch input (where the full path puts them), or CuPy arrays for CuPy inputs; with
+        # no tensor input at all (iota) the frontend chooses the outputs' framework.
+        if torch_out:
+            self.final = inputs[self._torch_inputs[0]].get_device() == self.torch_device.index
+        else:
+            self.final = bool(self._cupy_inputs)
         slot_of = {("input", p): p for p in range(len(inputs))}
-        self._outputs: list[tuple[int, list[tuple[int, Any]]]] = []
-        for index, launch in enumerate(launches):
+        self._outputs: list[list[tuple[int, Any]]] = []  # per launch: (slot, allocator) of each output
+        for launch in launches:
             allocated = []
             for out in launch.outputs:
                 slot_of[("tensor", out.name)] = len(slot_of)
                 allocated.append((slot_of[("tensor", out.name)], self._allocator(out)))
-            self._outputs.append((index, allocated))
+            self._outputs.append(allocated)
         self._slots = len(slot_of)
         self._sources = [[slot_of[source] for source in launch.sources] for launch in launches]
         self._results = [slot_of[("tensor", name)] for name in results]
@@ -158,7 +161,9 @@ class FastPlan:
         torch_out = self.torch_out
         index, launching = 0, False  # for a CUDA error: the launch under way, its launch call in flight
         try:
-            for (index, allocated), launch, sources in zip(self._outputs, self.launches, self._sources, strict=True):
+            for index, (allocated, launch, sources) in enumerate(
+                zip(self._outputs, self.launches, self._sources, strict=True)
+            ):
                 for slot, make in allocated:
                     array = arrays[slot] = make()
                     pointers[slot] = array.data_ptr() if torch_out else array.data.ptr

@@ -76,13 +76,7 @@ def make_fast_plan(
     results = [out.name for out in complete.outputs if isinstance(out, TensorView)]
     if len(results) != len(complete.outputs) or any(name in positions for name in results):
         return None
-    plan = FastPlan(launches, results, torch_out, device, log, [getattr(a, "device", None) for a in args])
-    if torch_out:  # torch outputs go where the first torch input is (as the full path puts them)
-        first = next(a for a in args if isinstance(a, TensorArg) and a.origin == "torch")
-        plan.final = first.device.get_device() == plan.torch_device.index
-    elif not any(isinstance(a, TensorArg) for a in args):
-        plan.final = False  # no tensor input (iota): the frontend chooses the outputs' framework
-    return plan
+    return FastPlan(launches, results, torch_out, device, log, [getattr(a, "device", None) for a in args])
 
 
 def planned_launch(

@@ -180,8 +180,12 @@ class _Reads:
         return any(id(u) in self.feeding for u in uses) and any(id(o) in self.after for u in uses for o in u.outputs)
 
 
+def _reads(group: GroupView) -> _Reads:
+    return group.memo("reads", lambda: _Reads(group))
+
+
 def _buffers(group: GroupView) -> list[TensorView]:
-    reads = _Reads(group)
+    reads = _reads(group)
     buffers = []
     for tv in group.tensors:
         if id(tv) in reads.after or (tv.definition is not None and id(tv.definition) in reads.reductions):
@@ -209,7 +213,7 @@ def costly_between_reductions(group: GroupView) -> list[TensorView]:
 
 
 def _costly(group: GroupView) -> list[TensorView]:
-    reads = _Reads(group)
+    reads = _reads(group)
     reduced = set().union(*(reduction_sets(group.id_map, tv) for tv in group.reduction_tvs()))
     found = []
     for tv in group.tensors:

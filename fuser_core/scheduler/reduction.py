@@ -215,7 +215,7 @@ class ReductionScheduler:
         blocks = -(-lanes // threads_x)
         batch = -(-length // threads_y)
         row_bytes = _buffer_bytes_per_row(group, info) if self.persistent else 0
-        if grid is None or self.persistent:  # blockIdx.y down the columns when too few blocks fill the GPU
+        if grid is None:  # blockIdx.y down the columns when too few blocks fill the GPU
             grid = 1
             if not self.persistent and blocks < info.device.sm_count and batch > 16:
                 grid = max(1, min(info.device.sm_count * 2 // blocks, batch // 16, 65535))

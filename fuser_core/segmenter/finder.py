@@ -26,6 +26,7 @@ from fuser_core.errors import FuserError
 from fuser_core.ir.base import Expr
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.tensor_exprs import CatOp, LoadStoreOp, PadOp
+from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler.base import RejectCategory, Rejection, Scheduler, SchedulerType, main_category, reject
 from fuser_core.scheduler.common import drop_output_hints
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
@@ -99,6 +100,7 @@ class SegmentCandidateFinder:
         self.exprs = list(exprs) if exprs is not None else [e for e in fusion.exprs() if e.is_tensor_op()]
         self.order = {id(e): i for i, e in enumerate(self.exprs)}
         self.fusion_outputs = {id(v) for v in fusion.outputs}
+        self._fusion_inputs = {id(v) for v in fusion.inputs if isinstance(v, TensorView)}
         self.attempts: list[SegmenterStep] = []
         self.groups: dict[int, _Group] = {}
         self.owner: dict[int, int] = {}  # id(expr) -> group key
@@ -221,7 +223,7 @@ class SegmentCandidateFinder:
         return self._tried[key]
 
     def _attempt(self, a: _Group, b: _Group, stage: str) -> bool:
-        union = sorted([*a.exprs, *b.exprs], key=lambda e: self.order[id(e)])
+        union = self._sorted([*a.exprs, *b.exprs])
         known = frozenset(id(e) for e in union) in self._tried
         scheduler, rejections = self._try(union)
         accepted = scheduler is not None
@@ -341,9 +343,10 @@ class SegmentCandidateFinder:
             ordered = self._levels()
             for group in ordered:
                 self._verdict(group)  # for the log's labels
+            reads = {g.key: self.inputs_read(g) for g in ordered}
             for i, a in enumerate(ordered):
                 for b in ordered[i + 1 :]:
-                    if not self._share_input(a, b) or self._reaches(a, b) or self._reaches(b, a):
+                    if not reads[a.key] & reads[b.key] or self._reaches(a, b) or self._reaches(b, a):
                         continue
                     if self._attempt(a, b, "horizontal merge"):
                         self._merge(a, b)
@@ -351,15 +354,10 @@ class SegmentCandidateFinder:
                         break
                 if changed:
                     break
-        self._connect()
 
-    def _share_input(self, a: _Group, b: _Group) -> bool:
-        fusion_inputs = {id(v) for v in self.fusion.inputs}
-
-        def read(group: _Group) -> set[int]:
-            return {id(v) for e in group.exprs for v in e.inputs if id(v) in fusion_inputs and v.name_category == "tv"}
-
-        return bool(read(a) & read(b))
+    def inputs_read(self, group: _Group) -> set[int]:
+        """The ids of the fusion's input tensors the group's expressions read."""
+        return {id(v) for e in group.exprs for v in e.inputs if id(v) in self._fusion_inputs}
 
     def _reaches(self, source: _Group, target: _Group) -> bool:
         return target.key in source.consumers or self._other_path(source, target)

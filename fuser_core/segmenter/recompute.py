@@ -78,7 +78,8 @@ def chain_sources(chain: list[Expr]) -> list[TensorView]:
 
 
 def nbytes(tv: TensorView, info: RuntimeInfo) -> int:
-    """Bytes of a tensor in global memory; a broadcast axis counts once."""
+    """Bytes of a tensor's logical elements at these sizes (an expanded axis at its
+    expanded extent): what the segmenter counts for a tensor crossing a cut."""
     return info.numel(tv) * tv.dtype.itemsize
 
 
@@ -183,7 +184,7 @@ class CutRecomputer:
         finder = self.finder
         producer = finder.groups[finder.owner[id(tv.definition)]]
         sources = chain_sources(chain)
-        reads = {id(v) for v in GroupView.of(consumer.exprs, finder.fusion_outputs).inputs}
+        reads = finder.inputs_read(consumer)
         new_bytes = sum(nbytes(s, self.info) for s in sources if id(s) not in reads)
         record = Recompute(
             f"T{tv.name}",

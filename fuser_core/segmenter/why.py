@@ -24,6 +24,7 @@ from fuser_core.scheduler.base import RejectCategory, Rejection, Scheduler, Sche
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 from fuser_core.scheduler.registry import BY_TYPE, SCHEDULERS, verdict
 from fuser_core.segmenter.finder import SegmentCandidateFinder, crossed_hint
+from fuser_core.segmenter.recompute import nbytes
 from fuser_core.segmenter.segmented_fusion import SegmentedFusion, SegmentedGroup
 
 
@@ -183,7 +184,7 @@ def explain_merge(segmented: SegmentedFusion, info: RuntimeInfo, first: int, sec
     union = _ordered(segmented, [*a.exprs, *b.exprs])
     view = GroupView.of(union, {id(v) for v in segmented.complete.outputs})
     handed = tuple(
-        TensorBytes(f"T{e.val.name}", _nbytes(e.val, info))
+        TensorBytes(f"T{e.val.name}", nbytes(e.val, info))
         for e in segmented.edges
         if {e.producer, e.consumer} == {first, second}
     )
@@ -248,10 +249,6 @@ def _path(parent: dict[int, int], source: int, target: int) -> tuple[int, ...]:
     return tuple(reversed(path))
 
 
-def _nbytes(tv: TensorView, info: RuntimeInfo) -> int:
-    return info.numel(tv) * tv.dtype.itemsize
-
-
 # -- split ------------------------------------------------------------------------------------
 
 
@@ -291,4 +288,4 @@ def _handed(cut: Cut, info: RuntimeInfo) -> tuple[TensorBytes, ...]:
                 source = owner.get(id(val.definition)) if val.definition is not None else None
                 if isinstance(val, TensorView) and source is not None and source != i:
                     found.setdefault(id(val), val)
-    return tuple(TensorBytes(f"T{tv.name}", _nbytes(tv, info)) for tv in sorted(found.values(), key=lambda t: t.name))
+    return tuple(TensorBytes(f"T{tv.name}", nbytes(tv, info)) for tv in sorted(found.values(), key=lambda t: t.name))

@@ -11,6 +11,7 @@ from fuser_core.codegen.lower.indexing import Indexing
 from fuser_core.codegen.lower.model import (
     HARDWARE,
     INDEX,
+    THREADS,
     Coords,
     buffer_layout,
     concrete,
@@ -20,7 +21,7 @@ from fuser_core.codegen.lower.model import (
 )
 from fuser_core.codegen.simplify import add, const_value, div, mul
 from fuser_core.errors import FuserError
-from fuser_core.ir.iter_domain import IterDomain, Merge, ParallelType, Split
+from fuser_core.ir.iter_domain import IterDomain, Merge, Split
 from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
 from fuser_core.ir.tensor_view import MemoryType, TensorView
 
@@ -37,7 +38,7 @@ class Buffers(Indexing):
             start = min(start, first_reduction_position(tv))
         position = {id(dim): pos for pos, dim in enumerate(tv.loop)}
         for dim in buffer_layout(tv):
-            if position[id(dim)] < start and not (tv.memory_type == MemoryType.Shared and _is_thread(dim)):
+            if position[id(dim)] < start and not (tv.memory_type == MemoryType.Shared and dim.parallel_type in THREADS):
                 continue  # a shared tile holds every thread's part, even along its consumers' loops
             if dim.is_reduction:
                 continue  # a reduction's buffer holds one partial result per iteration point
@@ -106,7 +107,7 @@ class Buffers(Indexing):
 
     def _const_extent(self, dim: IterDomain, tv: TensorView) -> k.Node:
         padded = padded_size(dim)
-        if tv.memory_type == MemoryType.Shared and _is_thread(dim) and padded is not None:
+        if tv.memory_type == MemoryType.Shared and dim.parallel_type in THREADS and padded is not None:
             return k.Const(INDEX, padded)  # the launched threads bound a run-time extent
         extent = self.extent(concrete(dim) if tv.memory_type == MemoryType.Local else dim)
         if const_value(extent) is None:
@@ -122,7 +123,3 @@ class Buffers(Indexing):
         for dim in self._allocated_dims(tv):
             size *= int(const_value(self._const_extent(dim, tv)))  # type: ignore[arg-type]
         return size
-
-
-def _is_thread(dim: IterDomain) -> bool:
-    return dim.parallel_type in (ParallelType.TIDx, ParallelType.TIDy, ParallelType.TIDz)

@@ -22,6 +22,7 @@ HARDWARE = {
     ParallelType.TIDy: "threadIdx.y",
     ParallelType.TIDz: "threadIdx.z",
 }
+THREADS = (ParallelType.TIDx, ParallelType.TIDy, ParallelType.TIDz)
 LOOP_KIND = {
     ParallelType.Serial: k.LoopKind.serial,
     ParallelType.Unroll: k.LoopKind.unroll,

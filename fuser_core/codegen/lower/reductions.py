@@ -8,7 +8,7 @@ from __future__ import annotations
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.compute import Compute
 from fuser_core.codegen.lower.elementwise import _cast
-from fuser_core.codegen.lower.model import HARDWARE, INDEX, Instance
+from fuser_core.codegen.lower.model import HARDWARE, INDEX, THREADS, Instance
 from fuser_core.codegen.simplify import const_value
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.iter_domain import ParallelType
@@ -21,7 +21,6 @@ MAX_BLOCK_THREADS = 1024
 REGISTERS_PER_SM = 65536  # every architecture since Maxwell
 REGISTER_SLACK = 32  # registers a persistent kernel uses beyond its arrays (ptxas on sm_90: 9 to 30)
 REDUCTION_MAX_THREADS = MAX_THREADS  # the reduction schedulers' largest block
-_THREADS = (ParallelType.TIDx, ParallelType.TIDy, ParallelType.TIDz)
 _BLOCKS = (ParallelType.BIDx, ParallelType.BIDy, ParallelType.BIDz)
 
 
@@ -69,9 +68,7 @@ class Reductions(Compute):
                 operand = value if value.dtype == dtypes[0] else _cast(dtypes[0], value)
                 self._emit(k.Store(names[0], slot, _combine(expr.op_type, acc, operand)))  # type: ignore[union-attr]
         self.computing = None
-        thread_dims = tuple(
-            HARDWARE[d.parallel_type] for d in tv.loop if d.is_reduction and d.parallel_type in _THREADS
-        )
+        thread_dims = tuple(HARDWARE[d.parallel_type] for d in tv.loop if d.is_reduction and d.parallel_type in THREADS)
         block_dims = tuple(HARDWARE[d.parallel_type] for d in tv.loop if d.is_reduction and d.parallel_type in _BLOCKS)
         if not thread_dims and not block_dims:
             # A serial partial (an rfactor) leaves its loops open: a sibling partial of the

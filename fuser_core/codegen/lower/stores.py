@@ -7,7 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fuser_core.codegen import kernel_ir as k
-from fuser_core.codegen.lower.model import INDEX, TRUE, Instance, _loop_vars, _Scope, _substitute, concrete, loop_var
+from fuser_core.codegen.lower.model import (
+    INDEX,
+    THREADS,
+    TRUE,
+    Instance,
+    _loop_vars,
+    _Scope,
+    _substitute,
+    concrete,
+    loop_var,
+)
 from fuser_core.codegen.lower.reductions import Reductions
 from fuser_core.codegen.simplify import const_value, land
 from fuser_core.ir.iter_domain import ParallelType
@@ -159,5 +169,4 @@ def _read_by_writers(tv: TensorView) -> bool:
 
 
 def _thread_axes(tv: TensorView) -> dict[ParallelType, int]:
-    threads = (ParallelType.TIDx, ParallelType.TIDy, ParallelType.TIDz)
-    return {d.parallel_type: concrete(d).name for d in tv.loop if d.parallel_type in threads}
+    return {d.parallel_type: concrete(d).name for d in tv.loop if d.parallel_type in THREADS}
