@@ -133,6 +133,9 @@ def test_the_choice_at_the_bundled_sizes(name):
         pytest.importorskip("torch")
     outputs = _run_with_choice(loaded.fd, inputs)
     _check_outputs(loaded.fd, inputs, outputs[-1:], rtol_long=True)  # the kept kernel's run
-    for choice in loaded.fd.executor_cache.last_report.choices:
+    choices = loaded.fd.executor_cache.last_report.choices
+    for choice in choices:
         print(f"\n{name} (bundled): {choice.line()}")
         assert choice.state == "kept"
+    if not choices:  # say so rather than pass having checked nothing
+        pytest.skip(f"{name}: no group has candidates at its bundled size (its rows fill the GPU)")
