@@ -37,9 +37,28 @@ def _elementwise(expr: UnaryOp | BinaryOp | TernaryOp, operands: list[k.Node]) -
             node = k.Bin(result_dtype, op, args[0], args[1])
     elif rule.inline and len(args) == 1:
         node = k.Un(result_dtype, rule.inline, args[0])
+    elif rule.name == "pow" and (product := _small_power(result_dtype, args)) is not None:
+        node = product
     else:
         node = k.Call(result_dtype, rule.name, tuple(args))
     return node if node.dtype == out_dtype else _cast(out_dtype, node)
+
+
+# A floating pow by one of these literal exponents is spelled as multiplications (as
+# Inductor does): powf is dozens of instructions and makes GeLU's backward compute-bound.
+_MULTIPLIED_EXPONENTS = (2, 3, 4)
+
+
+def _small_power(dtype: DataType, args: list[k.Node]) -> k.Node | None:
+    base, exponent = args
+    if not dtype.is_floating or not isinstance(exponent, k.Const) or isinstance(exponent.value, bool | complex):
+        return None
+    if exponent.value not in _MULTIPLIED_EXPONENTS:
+        return None
+    node = base
+    for _ in range(int(exponent.value) - 1):
+        node = k.Bin(dtype, "*", node, base)
+    return node
 
 
 def _cast(dtype: DataType, node: k.Node) -> k.Node:

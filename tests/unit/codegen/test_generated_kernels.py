@@ -199,6 +199,26 @@ def test_newer_elementwise_ops_have_cuda_rules():
         assert f".entry {kernel.name}" in ptx
 
 
+@pytest.mark.parametrize("dtype", [DataType.Float, DataType.Double, DataType.BFloat16])
+def test_pow_by_a_small_integer_literal_is_multiplied_out(dtype):
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
+        fd.add_output(fd.ops.pow(t0, fd.define_scalar(3.0, dtype=DataType.Double)))
+        fd.add_output(fd.ops.pow(t0, 2))
+        fd.add_output(fd.ops.pow(t0, fd.define_scalar(4.0, dtype=DataType.Double)))
+        fd.add_output(fd.ops.pow(t0, fd.define_scalar(2.5, dtype=DataType.Double)))  # stays a pow
+
+    x = _rand(5, 67) * 3
+    x[0, :4] = [0.0, -0.0, -2.0, np.inf]
+    inputs = [x.astype(dtype.numpy)]
+    runtime = _fusion_runtime(build, inputs)
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+    group = runtime.segmented.groups[0]
+    text = translation_unit(lower_group(group.fusion, "nvfuser_pow_g0", DataType.Int32)).split("__global__")[-1]
+    pow_name = "pow" if dtype == DataType.Double else "powf"
+    assert text.count(f"{pow_name}(") == 1  # only the 2.5
+
+
 def test_a_group_codegen_cannot_lower_yet_runs_on_the_host_with_its_reason():
     from fuser_core.runtime.group_lowering import lowered_groups
 
