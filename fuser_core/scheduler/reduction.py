@@ -51,6 +51,7 @@ from fuser_core.scheduler.welford_translation import translatable_in, translate_
 # after indexing and temporaries, in bytes.
 REGISTER_BUDGET_BYTES = 160 * 4
 MAX_THREADS = 512
+INNER_SERIAL_VECTORS = 4  # vectors a thread sums serially in a non-persistent inner reduction
 # Persistent buffers go to shared memory when registers would spill, unless the disable
 # option `shared_persistence` is set (RuntimeInfo.shared_persistence). H100 A/B
 # (2026-11-26): cross_entropy_bwd 556 us spilling registers, 614 us with the tile laid out
@@ -194,6 +195,11 @@ class ReductionScheduler:
     ) -> ReductionParams:
         lanes = -(-length // vec)
         threads = min(MAX_THREADS, _pow2_at_least(min(lanes, MAX_THREADS), 32))
+        # With rows to fill every SM, a row takes fewer threads, each summing several
+        # vectors: one block reduction per row costs more than a thread's serial adds
+        # (nvFuser's inner reduction targets an unroll of about four vectors too).
+        filling = _pow2_at_least(-(-info.device.sm_count * info.device.max_threads_per_sm // rows), 32)
+        threads = min(threads, max(filling, _pow2_at_least(-(-lanes // INNER_SERIAL_VECTORS), 32)))
         rows_per_block = max(1, min(MAX_THREADS // threads, _pow2_floor(max(1, 128 // threads))))
         batch = -(-lanes // threads)
         if grid is None:  # blockIdx.y along the row when there are too few rows to fill the GPU
@@ -256,6 +262,11 @@ class ReductionScheduler:
         for tv in caches.inputs:  # a vector load fills a register buffer; its elements are read from there
             if tv.loop and tv.loop[-1].parallel_type == ParallelType.Vectorize:
                 limits[tv.name] = min(limits.get(tv.name, len(tv.loop)), len(tv.loop) - 1)
+        if not self.persistent:  # every unrolled step's loads are issued before the first is summed
+            for tv in caches.inputs:
+                unrolled = [p for p, d in enumerate(tv.loop) if d.parallel_type == ParallelType.Unroll]
+                if unrolled:
+                    limits[tv.name] = min(limits.get(tv.name, len(tv.loop)), unrolled[0])
         common.inline(fusion, limits)
         _rfactor_siblings(fusion, partial, reference)
         # Inner persistent only: the outer scheduler's flag is its estimate that the buffers
