@@ -205,7 +205,7 @@ def kernel_rows(name, fd, limits):
 # -- one sample ----------------------------------------------------------------------------------
 
 
-def run_sample(name, copy_bw, rows, kernels, limits):
+def run_sample(name, copy_bw, rows, kernels, limits, peers=True):
     (loaded,) = load_repro(SAMPLES / f"{name}.py").definitions
     host_inputs = loaded.materialize_inputs(seed=1)
     inputs = [to_torch(x) for x in host_inputs]
@@ -226,8 +226,9 @@ def run_sample(name, copy_bw, rows, kernels, limits):
         end_to_end = "fuser (end to end)" + (HOST_MARK if on_host else "")
         timings = {end_to_end: bench(lambda: fd.execute(inputs))}
         timings["fuser (kernels)"] = kernel_seconds(fd, inputs)
-    timings["torch eager"] = bench(lambda: fn(*inputs))
-    for label, dynamic in (("torch.compile static", False), ("torch.compile dynamic", True)):
+    if peers:
+        timings["torch eager"] = bench(lambda: fn(*inputs))
+    for label, dynamic in (("torch.compile static", False), ("torch.compile dynamic", True)) if peers else ():
         torch._dynamo.reset()
         compiled = torch.compile(fn, dynamic=dynamic)
         wrong = disagreement(ours, compiled(*inputs), reduction)
@@ -335,6 +336,11 @@ def main():
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--quick", action="store_true", help="only " + " and ".join(QUICK))
     which.add_argument("--only", metavar="NAME[,NAME]", help="only these samples (default: every sample)")
+    parser.add_argument(
+        "--fuser-only",
+        action="store_true",
+        help="time only this project (no torch peers, host overhead or compile times): for comparing two trees",
+    )
     args = parser.parse_args()
     names = sample_names(args)
     missing = [n for n in SAMPLE_NAMES if n not in TORCH]
@@ -351,7 +357,7 @@ def main():
     started = time.perf_counter()
     for name in names:
         sample_start = time.perf_counter()
-        if run_sample(name, copy_bw, rows, kernels, limits):
+        if run_sample(name, copy_bw, rows, kernels, limits, peers=not args.fuser_only):
             on_host.append(name)
         print(f"  {name}: {time.perf_counter() - sample_start:.1f} s", flush=True)
     print(f"samples took {time.perf_counter() - started:.0f} s")
@@ -378,6 +384,8 @@ def main():
             print(f"{row[0]:{widths[0]}}  {row[1]}")
             continue
         print("  ".join(f"{cell:{'<' if i < 2 else '>'}{widths[i]}}" for i, cell in enumerate(row)))
+    if args.fuser_only:
+        return
     print("\nhost time per call (cache hit, 1k elements):")
     for label, seconds in host_overhead().items():
         print(f"  {label:28} {seconds * 1e6:7.1f} us")
