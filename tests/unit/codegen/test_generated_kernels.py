@@ -337,3 +337,48 @@ def test_reductions_read_in_vectors_only_along_a_contiguous_innermost_axis():
     runtime = _fusion_runtime(permuted, [y])
     assert runtime.segmented.groups[0].params.vectorize == 1
     assert check_generated_kernels(runtime, [y]) == ["kernel_g0"]
+
+
+def _kernel_body(runtime, group_id=0):
+    group = runtime.segmented.groups[group_id]
+    text = translation_unit(lower_group(group.fusion, f"nvfuser_body_g{group_id}", DataType.Int32))
+    return text.split("__global__")[-1]
+
+
+def test_every_input_a_reduction_reads_is_loaded_before_the_first_reduction():
+    """Layer norm's backward reads its second input (x) only for the second reduction: its
+    load is still issued with the first input's (dy), so a row's loads are in flight together."""
+    runtime, _ = runtime_and_inputs(shrunk_sample("layer_norm_bwd"))
+    group = runtime.segmented.groups[0]
+    assert group.scheduler.value == "inner_persistent"
+    body = _kernel_body(runtime, group.id)
+    first_reduce = body.index("blockReduce<")
+    for tensor in ("T0", "T1", "T2", "T3"):  # dy, x, mean, rstd: vector loads or scalar reads
+        read = min(i for i in (body.find(f"&{tensor}["), body.find(f" = {tensor}[")) if i >= 0)
+        assert read < first_reduce, tensor
+
+
+def test_a_non_persistent_reduction_loads_every_unrolled_step_before_summing():
+    """Many rows of 1024: a row takes 64 threads of four serial vectors (not 256 threads
+    of one), and the four unrolled steps' loads fill one buffer before the first is summed."""
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        t1 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(fd.ops.mul(t0, t1), [1]))
+
+    with FusionDefinition() as fd:
+        build(fd)
+    big = [np.empty((65536, 1024), np.float32)] * 2  # only the heuristics see these
+    with use_options(device_model="h100_sxm", backend="reference"):
+        params = fd.runtime_for(big).segmented.groups[0].params
+    assert (params.threads_reduction, params.persistent_batch, params.unroll) == (64, 4, 4)
+    # Fewer, longer rows for the interpreter (it runs every thread): 512 threads of eight.
+    inputs = [_rand(40, 16384), _rand(40, 16384)]
+    runtime = _fusion_runtime(build, inputs)
+    assert runtime.segmented.groups[0].params.unroll == 4
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+    body = _kernel_body(runtime)
+    assert body.count("float T4[16] = {};") == body.count("float T5[16] = {};") == 1  # 4 steps x 4 wide
+    loads = [body.index(f"vectorCopy<float, 4>(&T{n}[") for n in (4, 5)]
+    assert max(loads) < body.index("float T2 = ")  # no product before both buffers are loaded
