@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from fuser_core.codegen.interpreter import TensorBinding, interpret
+from fuser_core.codegen.magic_division import MagicDivisor
 from fuser_core.runtime import cuda_backend, launch_errors
 from fuser_core.runtime.cuda_backend import CudaExecutable
 from fuser_core.runtime.generated_group import GeneratedGroup, _Compiled
@@ -218,7 +219,10 @@ def _interpret(packed: PackedArgs, grid: Any, block: Any) -> None:
         storage = np.ctypeslib.as_array((ctype * max(elements, 1)).from_address(struct.data))
         tensors[t.name] = TensorBinding(storage, sizes, strides)
     scalars = {s.name: value.value for s, value in zip(kernel.scalars, packed.scalars, strict=True)}
-    interpret(kernel, tensors, scalars, grid, block)
+    divisors = {
+        d.name: MagicDivisor(s.divisor, s.magic, s.shift) for d, s in zip(kernel.divisors, packed.divisors, strict=True)
+    }
+    interpret(kernel, tensors, scalars, grid, block, divisors=divisors)
 
 
 class FakeCudaBackend:
