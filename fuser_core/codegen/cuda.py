@@ -69,6 +69,8 @@ def expr(node: k.Node) -> str:
         # ceilDiv's template takes two types; the others deduce one type from the arguments.
         args = [expr(a) if node.fn == "ceilDiv" else _typed_arg(a) for a in node.args]
         return f"{_call_name(node)}({', '.join(args)})"
+    if isinstance(node, k.FastDiv):
+        return f"{k.FAST_DIVISION[node.op]}({expr(node.a)}, {node.divisor.name})"
     if isinstance(node, k.Cast):
         return _cast(node.a.dtype, node.dtype, expr(node.a))
     if isinstance(node, k.Read):
@@ -102,7 +104,7 @@ def _c_typed_exactly(node: k.Node) -> bool:
     """Whether C types `expr(node)` as `node.dtype` without a cast."""
     if isinstance(node, k.Const):
         return node.dtype not in _WIDE_INTEGERS
-    if isinstance(node, k.Var | k.ScalarParam | k.TensorField | k.Read | k.Cast):
+    if isinstance(node, k.Var | k.ScalarParam | k.TensorField | k.Read | k.Cast | k.FastDiv):
         return True
     if isinstance(node, k.Bin) and node.op in ("<", "<=", ">", ">=", "==", "!=", "&&", "||"):
         return node.dtype == DataType.Bool
@@ -322,6 +324,7 @@ def _reduce_expr(op: str, a: k.Node, b: k.Node) -> k.Node:
 def kernel_signature(kernel: k.Kernel) -> str:
     params = [f"Tensor<{ctype(t.dtype)}, {t.ndim}, {t.alloc_ndim}> {t.name}" for t in kernel.tensors]
     params += [f"{ctype(s.dtype)} {s.name}" for s in kernel.scalars]
+    params += [f"FastDivisor {d.name}" for d in kernel.divisors]
     params += [f"{ctype(w.dtype)}* {w.name}" for w in kernel.workspaces]
     bounds = ""
     if kernel.max_threads:

@@ -81,6 +81,17 @@ class Cast(Node):
 
 
 @dataclass(frozen=True)
+class FastDiv(Node):
+    """`a / divisor.extent` (op "/") or `a % divisor.extent` (op "%") of a non-negative
+    32-bit index, as a multiply-high and a shift by the divisor parameter's magic numbers
+    (`codegen.magic_division`): a GPU has no integer divider."""
+
+    op: str
+    a: Node
+    divisor: DivisorArg
+
+
+@dataclass(frozen=True)
 class Read(Node):
     """One element of a buffer: a global tensor, a register array or shared memory."""
 
@@ -245,6 +256,15 @@ class ScalarArg:
     leaf: int | None = None
 
 
+@dataclass(frozen=True)
+class DivisorArg:
+    """A run-time extent that 32-bit indices are divided by, passed after the scalars as a
+    `FastDivisor` (the extent and its magic numbers, computed on the host from the sizes)."""
+
+    name: str  # "T1_div4"
+    extent: Node  # T1.logical_size[4], or a product of extents
+
+
 # Random draws print as the runtime header's `fuser_rng_<kind>_<suffix>(seed, offset,
 # linear index, params...)`; the interpreter reads the kind and dtype back from the name.
 RNG_SUFFIX = {DataType.Float: "f32", DataType.Double: "f64", DataType.Half: "f16", DataType.BFloat16: "bf16"}
@@ -292,6 +312,7 @@ class Kernel:
     max_threads: int = 0  # an upper bound of the block size (`__launch_bounds__`); 0: unknown
     min_blocks: int = 0  # blocks per SM the registers must allow (`__launch_bounds__`' second argument); 0: any
     dynamic_shared_bytes: int = 0  # what the launch asks for (past 48 KiB the function must opt in)
+    divisors: list[DivisorArg] = field(default_factory=list)  # of the FastDivs in the body
 
     @property
     def params(self) -> list[TensorArg | ScalarArg]:
@@ -319,7 +340,7 @@ def node_reads(node: Node, with_vars: bool = False) -> Iterator[str]:
     elif isinstance(node, Bin):
         yield from node_reads(node.a, with_vars)
         yield from node_reads(node.b, with_vars)
-    elif isinstance(node, Un | Cast):
+    elif isinstance(node, Un | Cast | FastDiv):
         yield from node_reads(node.a, with_vars)
     elif isinstance(node, Call):
         for arg in node.args:
@@ -327,6 +348,9 @@ def node_reads(node: Node, with_vars: bool = False) -> Iterator[str]:
 
 
 # -- the kernel_ir dump ---------------------------------------------------------------
+
+# How a FastDiv prints, in the dump and in CUDA (the runtime header's device functions).
+FAST_DIVISION = {"/": "fastDiv", "%": "fastMod"}
 
 
 def expr_text(node: Node) -> str:
@@ -347,6 +371,8 @@ def expr_text(node: Node) -> str:
         return f"{node.op}({operand})" if operand.startswith("-") else f"{node.op}{operand}"
     if isinstance(node, Call):
         return f"{node.fn}({', '.join(expr_text(a) for a in node.args)})"
+    if isinstance(node, FastDiv):
+        return f"{FAST_DIVISION[node.op]}({expr_text(node.a)}, {node.divisor.name})"
     if isinstance(node, Cast):
         return f"({node.dtype.cuda}) {expr_text(node.a)}"
     if isinstance(node, Read):
@@ -361,6 +387,8 @@ def print_kernel_ir(kernel: Kernel) -> str:
         lines.append(f"  {role} {t.name}: {t.dtype.cuda}[{t.ndim} axes, {t.alloc_ndim} allocated]")
     for s in kernel.scalars:
         lines.append(f"  scalar {s.name}: {s.dtype.cuda}")
+    for d in kernel.divisors:
+        lines.append(f"  divisor {d.name} = {expr_text(d.extent)}")
     for dim in kernel.launch:
         lines.append(f"  launch {dim.hardware} = {expr_text(dim.extent)}")
     for w in kernel.workspaces:

@@ -116,6 +116,20 @@ template <typename T> __device__ __forceinline__ T fuser_iremainder(T a, T b) {
 template <typename T, typename U> __device__ __forceinline__ auto ceilDiv(T a, U b) -> decltype(a + b) {
   return (a + b - 1) / b;
 }
+// A 32-bit index divided by a run-time extent: a GPU has no integer divider, and `/` or
+// `%` by a variable is a ~20-instruction subroutine. The host computes the extent's magic
+// numbers (fuser_core/codegen/magic_division.py): shift = ceil(log2 d),
+// magic = floor(2^32 (2^shift - d) / d) + 1; exact for 0 <= n < 2^31, where the sum
+// cannot overflow. Only kernels with 32-bit indices use it, on non-negative index math.
+struct FastDivisor {
+  unsigned int divisor;
+  unsigned int magic;
+  unsigned int shift;
+};
+__device__ __forceinline__ int fastDiv(int n, FastDivisor d) {
+  return (int)((__umulhi((unsigned int)n, d.magic) + (unsigned int)n) >> d.shift);
+}
+__device__ __forceinline__ int fastMod(int n, FastDivisor d) { return n - fastDiv(n, d) * (int)d.divisor; }
 template <typename T, typename U> __device__ __forceinline__ T fuser_ipow(T a, U b) {
   if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
   T r = 1;

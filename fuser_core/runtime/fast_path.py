@@ -2,10 +2,10 @@
 strides and dtypes of an earlier call replays what that call worked out.
 
 Everything that depends only on those (output shapes and strides, launch dimensions,
-the packed size and stride fields of every kernel argument) is computed once, when the
-plan is made; a call reads each input's data pointer, allocates the outputs with the
-caller's framework (torch tensors for torch inputs, CuPy arrays otherwise, so no
-DLPack exchange), writes the pointers into the packed arguments and launches. The only
+the packed size, stride and divisor fields of every kernel argument) is computed once,
+when the plan is made; a call reads each input's data pointer, allocates the outputs
+with the caller's framework (torch tensors for torch inputs, CuPy arrays otherwise, so
+no DLPack exchange), writes the pointers into the packed arguments and launches. The only
 per-call decision is the vector alignment of the pointers, which picks the vectorized
 kernel or its scalar fallback.
 

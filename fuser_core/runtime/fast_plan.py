@@ -1,11 +1,12 @@
 """Making the cache-hit fast path's plan: what a call with these sizes, strides and dtypes
 launches, worked out once from the executable's generated groups.
 
-Per kernel: its output shapes and strides, its launch, the packed size and stride fields
-of its arguments (for its vectorized form and, packed on first need, its scalar
-fallback), where each tensor argument's pointer comes from, and which pointers a replay
-must check for vector alignment. Its workspaces are allocated (and zeroed) here and kept
-alive by the plan. `fast_path.FastPlan` replays the plan; this module only makes it.
+Per kernel: its output shapes and strides, its launch, the packed size, stride and
+divisor fields of its arguments (for its vectorized form and, packed on first need, its
+scalar fallback), where each tensor argument's pointer comes from, and which pointers a
+replay must check for vector alignment. Its workspaces are allocated (and zeroed) here
+and kept alive by the plan. `fast_path.FastPlan` replays the plan; this module only
+makes it.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def planned_launch(
             packed.set_tensor(position, 0, sizes[t.name], alloc[t.name])
         for position, sc in enumerate(packed.kernel.scalars):
             packed.set_scalar(position, values[sc.name])
+        packed.set_divisors(sizes, alloc, values)
         zeroed = False
         for position, w in enumerate(packed.kernel.workspaces):
             if w not in workspaces:

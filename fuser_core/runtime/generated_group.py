@@ -118,6 +118,7 @@ class GeneratedGroup:
             compiled.packed.set_tensor(position, pointers[t.name], sizes[t.name], strides[t.name])
         for position, s in enumerate(compiled.packed.kernel.scalars):
             compiled.packed.set_scalar(position, scalar_values[s.name])
+        compiled.packed.set_divisors(sizes, strides, scalar_values)
         launched = all(g > 0 for g in params.grid)
         if launched:
             for position, array in enumerate(self.workspaces(compiled.packed.kernel, params, cupy)):

@@ -2,22 +2,26 @@
 passes them.
 
 The structs are laid out like the kernel's `Tensor<T, N, A>` parameters, followed by its
-scalars and one `T*` per workspace, and are made once per kernel: a launch only writes
-the data pointers, sizes and strides into them, so a cache hit costs a few microseconds.
-The fast path's plan packs its own (`fast_plan.planned_launch`), and its replay writes
-only their data pointers (`fast_path.FastPlan.run`).
+scalars, its `FastDivisor`s (a run-time extent and its magic numbers, for a 32-bit
+kernel's index divisions) and one `T*` per workspace, and are made once per kernel: a
+launch only writes the data pointers, sizes, strides and divisors into them, so a cache
+hit costs a few microseconds. The fast path's plan packs its own
+(`fast_plan.planned_launch`), and its replay writes only their data pointers
+(`fast_path.FastPlan.run`): divisors depend on sizes only, which its key holds.
 """
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.magic_division import MagicDivisor
 from fuser_core.ir.dtype import DataType
 from fuser_core.runtime.artifacts import LaunchParams
+from fuser_core.runtime.launch_sizes import evaluate
 
 
 def _tensor_struct(index: Any, ndim: int, alloc_ndim: int) -> Any:
@@ -31,6 +35,12 @@ def _tensor_struct(index: Any, ndim: int, alloc_ndim: int) -> Any:
         ]
 
     return TensorStruct
+
+
+class FastDivisorStruct(ctypes.Structure):
+    """The runtime header's `FastDivisor`."""
+
+    _fields_ = [("divisor", ctypes.c_uint32), ("magic", ctypes.c_uint32), ("shift", ctypes.c_uint32)]
 
 
 _SCALAR_CTYPES = {
@@ -50,6 +60,7 @@ class PackedArgs:
     kernel: k.Kernel
     structs: list[Any] = field(default_factory=list)
     scalars: list[Any] = field(default_factory=list)
+    divisors: list[FastDivisorStruct] = field(default_factory=list)  # one per kernel.divisors
     workspaces: list[Any] = field(default_factory=list)  # one c_void_p per kernel.workspaces
     pointers: Any = None
 
@@ -59,9 +70,11 @@ class PackedArgs:
             self.structs.append(_tensor_struct(index, t.ndim, t.alloc_ndim)())
         for s in self.kernel.scalars:
             self.scalars.append(_SCALAR_CTYPES.get(s.dtype, ctypes.c_int64)())
+        for _ in self.kernel.divisors:
+            self.divisors.append(FastDivisorStruct())
         for _ in self.kernel.workspaces:
             self.workspaces.append(ctypes.c_void_p())
-        params = [*self.structs, *self.scalars, *self.workspaces]
+        params = [*self.structs, *self.scalars, *self.divisors, *self.workspaces]
         self.pointers = (ctypes.c_void_p * max(len(params), 1))(*[ctypes.addressof(p) for p in params])
         self.address = ctypes.addressof(self.pointers)
 
@@ -75,6 +88,16 @@ class PackedArgs:
 
     def set_scalar(self, position: int, value: Any) -> None:
         self.scalars[position].value = value
+
+    def set_divisors(
+        self, sizes: Mapping[str, Sequence[int]], strides: Mapping[str, Sequence[int]], scalars: Mapping[str, Any]
+    ) -> None:
+        """Every divisor's magic numbers, from its extent at these sizes (by tensor
+        parameter) and scalars (by scalar parameter)."""
+        for struct, divisor in zip(self.divisors, self.kernel.divisors, strict=True):
+            magic = MagicDivisor.of(evaluate(divisor.extent, sizes, strides, scalars))
+            # Only fastMod reads the divisor itself; past 32 bits the quotient is 0 anyway.
+            struct.divisor, struct.magic, struct.shift = min(magic.divisor, 0xFFFFFFFF), magic.magic, magic.shift
 
     def set_workspace(self, position: int, pointer: int) -> None:
         self.workspaces[position].value = pointer

@@ -34,7 +34,9 @@ Execution model (SIMT in lock-step, vectorized with NumPy):
   their common type (half types compute in float), integer `/` and `%` truncate toward
   zero, comparisons give bool. Values are held in their storage type (bfloat16 values in
   bfloat16) and widened to float for arithmetic. `Call` evaluates the element-wise ops by
-  their printed names (`fuser_core.ir.op_types`), plus `where` and `ceilDiv`.
+  their printed names (`fuser_core.ir.op_types`), plus `where` and `ceilDiv`. A
+  `FastDiv` multiplies by its divisor's magic numbers as the device does, and fails on an
+  active lane whose dividend is outside [0, 2^31), where the numbers are not exact.
 
 The package holds one concept a module: `launch` (bindings, lanes, `KernelFault`),
 `values` (C typing, operators, device functions), `reductions` (how a reduction combines
@@ -62,6 +64,7 @@ from fuser_core.codegen.interpreter.machine import _Machine
 from fuser_core.codegen.interpreter.memory import MAX_VECTOR_BYTES
 from fuser_core.codegen.interpreter.values import ScalarValue, device_function
 from fuser_core.codegen.kernel_ir import Kernel
+from fuser_core.codegen.magic_division import MagicDivisor
 
 __all__ = [
     "HARDWARE",
@@ -87,11 +90,14 @@ def interpret(
     block: Dim3 | None = None,
     *,
     lane_writes: LaneWrites | None = None,
+    divisors: Mapping[str, MagicDivisor] | None = None,
 ) -> None:
     """Run `kernel` on every block and thread of a `grid` x `block` launch, writing the
     outputs into their bound storage. `tensors` binds every tensor argument by name and
-    `scalars` every scalar argument; `grid`/`block` default to `launch_dims`. A launch with
-    an empty dimension runs nothing. Raises `KernelFault` where a GPU would misbehave."""
+    `scalars` every scalar argument; `grid`/`block` default to `launch_dims`. `divisors`
+    gives every `FastDivisor` argument (as the runtime packed them); by default each is
+    computed from its extent, as the runtime computes it. A launch with an empty
+    dimension runs nothing. Raises `KernelFault` where a GPU would misbehave."""
     scalars = scalars or {}
     if grid is None or block is None:
         default_grid, default_block = launch_dims(kernel, tensors, scalars)
@@ -103,7 +109,7 @@ def interpret(
         _start_recording(lane_writes, kernel, tensors, grid, block)
     if 0 in grid or 0 in block:
         return
-    machine = _Machine(kernel, _Launch(grid, block), tensors, scalars, lane_writes)
+    machine = _Machine(kernel, _Launch(grid, block), tensors, scalars, lane_writes, divisors)
     with np.errstate(all="ignore"):
         machine.run()
 

@@ -28,6 +28,8 @@ from fuser_core.codegen.kernel_ir import (
     Cast,
     Const,
     Define,
+    DivisorArg,
+    FastDiv,
     For,
     If,
     Memory,
@@ -45,6 +47,7 @@ from fuser_core.codegen.kernel_ir import (
     expr_text,
     parse_rng_function,
 )
+from fuser_core.codegen.magic_division import MagicDivisor, magic_quotient
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.elementwise import _convert
 from fuser_core.ir.rng import RNGOpType, random_at
@@ -320,6 +323,8 @@ class _Machine(_Memory):
             return self.unary(node, frame)
         if isinstance(node, Call):
             return self.call(node, frame)
+        if isinstance(node, FastDiv):
+            return self.fast_divide(node, frame)
         if isinstance(node, Cast):
             value = _widen(self.eval(node.a, frame))
             return _typed(_convert(value, node.a.dtype, node.dtype), node.dtype)
@@ -362,6 +367,32 @@ class _Machine(_Memory):
                 self.fail(f"integer division by zero in {expr_text(node)} on {self.launch.describe(self.first(zero))}")
             b = np.where(b == 0, np.ones((), b.dtype), b)  # inactive lanes
         return _DIVISIONS[node.op](a, b)
+
+    def fast_divide(self, node: FastDiv, frame: _Frame) -> np.ndarray:
+        """The quotient (or remainder) by the divisor parameter's magic numbers, computed
+        as the device does: wrong numbers give a wrong index here too."""
+        n = self.eval(node.a, frame).astype(np.int64)
+        magic = self.magic_divisor(node.divisor)
+        outside = frame.mask & ((n < 0) | (n >= 1 << 31))
+        if outside.any():
+            lane = self.first(outside)
+            value = int(np.broadcast_to(n, outside.shape)[lane])
+            self.fail(f"{expr_text(node)} of {value}, outside [0, 2^31), on {self.launch.describe(lane)}")
+        if magic.divisor == 0 and frame.mask.any():
+            self.fail(
+                f"integer division by zero in {expr_text(node)} on {self.launch.describe(self.first(frame.mask))}"
+            )
+        n = np.clip(n, 0, (1 << 31) - 1)  # inactive lanes
+        quotient = magic_quotient(n, np.asarray(magic.magic), np.asarray(magic.shift)).astype(np.int64)
+        result = quotient if node.op == "/" else n - quotient * magic.divisor
+        return _typed(result, node.dtype)
+
+    def magic_divisor(self, divisor: DivisorArg) -> MagicDivisor:
+        found = self.divisors.get(divisor.name)
+        if found is None:  # none given: the runtime's numbers, from the extent's value
+            extent = self.uniform(divisor.extent, self.root_frame(), f"divisor {divisor.name}")
+            found = self.divisors[divisor.name] = MagicDivisor.of(extent)
+        return found
 
     def logical(self, node: Bin, frame: _Frame) -> np.ndarray:
         """`&&` and `||` short-circuit: the right side runs only where the left does not decide."""

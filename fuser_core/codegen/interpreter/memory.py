@@ -13,6 +13,7 @@ import numpy as np
 from fuser_core.codegen.interpreter.launch import KernelFault, LaneWrites, TensorBinding, _Launch, _unravel
 from fuser_core.codegen.interpreter.values import ScalarValue, _typed
 from fuser_core.codegen.kernel_ir import Kernel, Memory
+from fuser_core.codegen.magic_division import MagicDivisor
 from fuser_core.ir.dtype import DataType
 
 # The widest vector access a GPU makes (LDG.128 / STG.128).
@@ -74,12 +75,17 @@ class _Memory:
         tensors: Mapping[str, TensorBinding],
         scalars: Mapping[str, ScalarValue],
         lane_writes: LaneWrites | None,
+        divisors: Mapping[str, MagicDivisor] | None = None,
     ) -> None:
         self.kernel = kernel
         self.launch = launch
         self.bindings = dict(tensors)
         self.scalars = dict(scalars)
         self.lane_writes = lane_writes
+        # The FastDivisor parameters as given (the runtime's packing); when none are given,
+        # each is computed from its extent when first read, as the runtime computes it.
+        self.divisors = dict(divisors or {})
+        self.derive_divisors = divisors is None
         self.globals = self._bind_arguments()
 
     def fail(self, message: str) -> NoReturn:
@@ -109,6 +115,9 @@ class _Memory:
         for scalar in self.kernel.scalars:
             if scalar.name not in self.scalars:
                 self.fail(f"scalar argument {scalar.name} is not given")
+        for divisor in self.kernel.divisors:
+            if not self.derive_divisors and divisor.name not in self.divisors:
+                self.fail(f"divisor argument {divisor.name} is not given")
         return buffers
 
     def first(self, bad: np.ndarray) -> int:

@@ -39,6 +39,7 @@ from fuser_core.codegen.kernel_ir import (
     Call,
     Cast,
     Define,
+    FastDiv,
     For,
     If,
     Kernel,
@@ -237,7 +238,7 @@ class _Hit:
 def _children(node: Node) -> tuple[Node, ...]:
     if isinstance(node, Bin):
         return (node.a, node.b)
-    if isinstance(node, (Un, Cast)):
+    if isinstance(node, (Un, Cast, FastDiv)):
         return (node.a,)
     if isinstance(node, Call):
         return node.args

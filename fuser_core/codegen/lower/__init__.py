@@ -36,7 +36,8 @@ itself and the layers below it, so a method is found in the module of its concep
 - `lowering`: refusals, emission, checks of the result, the `Kernel`, `lower_group`
 
 beside plain helpers: `model` (loop IDs, instances, scopes), `elementwise` (op typing and
-casts) and `order` (the order materialized tensors are emitted in).
+casts), `order` (the order materialized tensors are emitted in) and `fast_division` (the
+last step of a 32-bit kernel: index divisions by run-time extents by magic numbers).
 """
 
 from fuser_core.codegen.lower.lowering import Lowering, lower_group

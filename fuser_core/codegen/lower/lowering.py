@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.lower.fast_division import use_fast_division
 from fuser_core.codegen.lower.grid_groups import group_grid_reductions
 from fuser_core.codegen.lower.model import HARDWARE, concrete, loop_var
 from fuser_core.codegen.lower.stores import Stores
@@ -93,6 +94,8 @@ class Lowering(Stores):
                 op="codegen",
                 tensor=self.name,
             )
+        # Last: every check above reads plain `/` and `%`.
+        divisors = use_fast_division(self.body) if self.index_type == DataType.Int32 else []
         vectorized = {name: w for name, w in self.vector_widths.items()}
         tensors = [
             k.TensorArg(
@@ -120,6 +123,7 @@ class Lowering(Stores):
             max_threads=self._max_threads() if self.reduce_scratch else 0,
             min_blocks=self._min_blocks() if self.reduce_scratch else 0,
             dynamic_shared_bytes=dynamic_shared,
+            divisors=divisors,
         )
 
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from fuser_core.codegen.interpreter import TensorBinding, interpret
+from fuser_core.codegen.magic_division import MagicDivisor
 from fuser_core.runtime import cuda_backend, launch_errors
 from fuser_core.runtime.cuda_backend import CudaExecutable
 from fuser_core.runtime.generated_group import GeneratedGroup, _Compiled
@@ -183,6 +185,44 @@ def install(monkeypatch: Any, device: FakeDevice) -> ModuleType:
 
     monkeypatch.setattr(GeneratedGroup, "compiled", compiled)
     return cupy
+
+
+def interpret_launches(monkeypatch: Any, device: FakeDevice, cupy: ModuleType) -> None:
+    """Make every launch also run its kernel on the kernel-IR interpreter, over the memory
+    its packed arguments point to (the fake device's arrays): what the runtime packed is
+    what the kernel reads."""
+    packed_at: dict[int, PackedArgs] = {}
+    post_init = PackedArgs.__post_init__
+
+    def remember(self: PackedArgs) -> None:
+        post_init(self)
+        packed_at[self.address] = self
+
+    def interpreting_launch(function, gx, gy, gz, bx, by, bz, shared, stream, address, extra) -> None:
+        device.launch(function, gx, gy, gz, bx, by, bz, shared, stream, address, extra)
+        _interpret(packed_at[address], (gx, gy, gz), (bx, by, bz))
+
+    monkeypatch.setattr(PackedArgs, "__post_init__", remember)
+    monkeypatch.setattr(cupy.cuda.driver, "launchKernel", interpreting_launch)
+
+
+def _interpret(packed: PackedArgs, grid: Any, block: Any) -> None:
+    kernel = packed.kernel
+    tensors = {}
+    for t, struct in zip(kernel.tensors, packed.structs, strict=False):
+        sizes = tuple(struct.logical_size[: t.ndim])
+        strides = tuple(struct.alloc_stride[: t.alloc_ndim])
+        # Logical and allocation axes are the same here (no stride order): the extent of
+        # the memory is the largest offset plus one.
+        elements = 1 + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True)) if all(sizes) else 0
+        ctype = np.ctypeslib.as_ctypes_type(t.dtype.numpy)
+        storage = np.ctypeslib.as_array((ctype * max(elements, 1)).from_address(struct.data))
+        tensors[t.name] = TensorBinding(storage, sizes, strides)
+    scalars = {s.name: value.value for s, value in zip(kernel.scalars, packed.scalars, strict=True)}
+    divisors = {
+        d.name: MagicDivisor(s.divisor, s.magic, s.shift) for d, s in zip(kernel.divisors, packed.divisors, strict=True)
+    }
+    interpret(kernel, tensors, scalars, grid, block, divisors=divisors)
 
 
 class FakeCudaBackend:

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fake_cuda import FakeCudaBackend, FakeDevice, install, on_device
+from fake_cuda import FakeCudaBackend, FakeDevice, install, interpret_launches, on_device
 
 from fuser_core import DataType, FusionDefinition, FusionExecutorCache
-from fuser_core.codegen.interpreter import TensorBinding, interpret
 from fuser_core.runtime import cuda_backend, device_arrays
 from fuser_core.runtime.fast_path import output_strides, span_elements
-from fuser_core.runtime.packed_args import PackedArgs
 
 RNG = np.random.default_rng(18)
 
@@ -22,38 +20,8 @@ RNG = np.random.default_rng(18)
 @pytest.fixture
 def device(monkeypatch) -> FakeDevice:
     fake = FakeDevice()
-    cupy = install(monkeypatch, fake)
-    packed_at: dict[int, PackedArgs] = {}
-    post_init = PackedArgs.__post_init__
-
-    def remember(self: PackedArgs) -> None:
-        post_init(self)
-        packed_at[self.address] = self
-
-    def interpreting_launch(function, gx, gy, gz, bx, by, bz, shared, stream, address, extra) -> None:
-        fake.launch(function, gx, gy, gz, bx, by, bz, shared, stream, address, extra)
-        _interpret(packed_at[address], (gx, gy, gz), (bx, by, bz))
-
-    monkeypatch.setattr(PackedArgs, "__post_init__", remember)
-    monkeypatch.setattr(cupy.cuda.driver, "launchKernel", interpreting_launch)
+    interpret_launches(monkeypatch, fake, install(monkeypatch, fake))
     return fake
-
-
-def _interpret(packed: PackedArgs, grid, block) -> None:
-    """The kernel over the memory its packed arguments point to (the fake device's arrays)."""
-    kernel = packed.kernel
-    tensors = {}
-    for t, struct in zip(kernel.tensors, packed.structs, strict=False):
-        sizes = tuple(struct.logical_size[: t.ndim])
-        strides = tuple(struct.alloc_stride[: t.alloc_ndim])
-        # Logical and allocation axes are the same here (no stride order): the extent of
-        # the memory is the largest offset plus one.
-        elements = 1 + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True)) if all(sizes) else 0
-        ctype = np.ctypeslib.as_ctypes_type(t.dtype.numpy)
-        storage = np.ctypeslib.as_array((ctype * max(elements, 1)).from_address(struct.data))
-        tensors[t.name] = TensorBinding(storage, sizes, strides)
-    scalars = {s.name: value.value for s, value in zip(kernel.scalars, packed.scalars, strict=True)}
-    interpret(kernel, tensors, scalars, grid, block)
 
 
 def element_strides(array) -> tuple[int, ...]:
