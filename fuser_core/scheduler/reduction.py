@@ -183,7 +183,7 @@ class ReductionScheduler:
         inner = is_inner_reduction(group, reference)
         rows = max(1, info.numel(reference))
         length = max(1, info.numel(reference, include_reductions=True) // rows)
-        vectorize = _vector_width(group, info, reference, inner, length, rows)
+        vectorize = _vector_width(group, info, reference, inner, length, rows, self.persistent)
         if inner and self.persistent:
             return _inner_persistent_params(group, info, reference, rows, length, vectorize)
         if inner:
@@ -555,7 +555,9 @@ def _buffer_bytes_per_row(group: GroupView, info: RuntimeInfo) -> int:
     return total
 
 
-def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: bool, length: int, rows: int) -> int:
+def _vector_width(
+    group: GroupView, info: RuntimeInfo, ref: TensorView, inner: bool, length: int, rows: int, persistent: bool = False
+) -> int:
     """Vectors run along the merged fastest axis (R for an inner reduction, I for an
     outer one): only the part of it that is contiguous in memory, the trailing axes of
     the merged set before another axis comes between them, can be read in vectors."""
@@ -604,11 +606,10 @@ def _vector_width(group: GroupView, info: RuntimeInfo, ref: TensorView, inner: b
         if is_reduced != inner:
             break
         contiguous *= max(1, info.extent(dim))
-    # Vectors are sized by the tensors read and written along their axis: bf16 rows in
-    # 8-wide vectors even with float mean and rstd outputs, bf16 columns 8 wide beside a
-    # float per-row mean (16-byte loads instead of 8).
+    # An inner persistent kernel sizes its vectors by the tensors it reads and writes along
+    # the row (bf16 rows in 8-wide vectors even with float mean and rstd outputs).
     along = [tv for tv in (*group.inputs, *group.outputs) if vector_set in concrete_sets(group.id_map, tv)]
-    among = along if along else None
+    among = along if persistent and inner and along else None
     return common.vector_width(group, info, [length if inner else rows, contiguous, *held], among)
 
 
