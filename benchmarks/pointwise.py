@@ -341,6 +341,7 @@ def main():
         action="store_true",
         help="time only this project (no torch peers, host overhead or compile times): for comparing two trees",
     )
+    parser.add_argument("--no-compile-times", action="store_true", help="skip the cold and warm compile times")
     args = parser.parse_args()
     names = sample_names(args)
     missing = [n for n in SAMPLE_NAMES if n not in TORCH]
@@ -389,6 +390,8 @@ def main():
     print("\nhost time per call (cache hit, 1k elements):")
     for label, seconds in host_overhead().items():
         print(f"  {label:28} {seconds * 1e6:7.1f} us")
+    if args.no_compile_times:
+        return
     print("\nbuilding a runtime in a new process (seconds | compile events):")
     for name, label, text in compile_times(names):
         print(f"  {name:34} {label:5} {text}")
