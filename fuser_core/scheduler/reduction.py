@@ -322,7 +322,7 @@ def _inner_persistent_params(
     block's rows fit in shared memory, the buffers go there and only the loaded inputs stay
     in registers (all buffers together: nvFuser may keep some of them in registers)."""
     lanes = -(-length // vec)
-    held = _register_bytes_per_element(group)
+    held = _register_bytes_per_element(group, ref)
     split = choose_split(lanes, rows, held * vec, _has_exp(group), info.device)
     row_bytes = _buffer_bytes_per_row(group, info)
     # A buffer that is an input as read (float logits, no cast) would be its vector-loaded
@@ -369,15 +369,22 @@ def _kept_results(group: GroupView, split: PersistentSplit, vec: int) -> tuple[i
     return tuple(tv.name for tv in kept)
 
 
-def _register_bytes_per_element(group: GroupView) -> int:
+def _register_bytes_per_element(group: GroupView, ref: TensorView) -> int:
     """Register bytes a thread holds per element of the row it owns: every persistent
     buffer, and the local copy of every tensor input. A thread issues all its loads of a
     row before the first use, so those copies are live at once; a weight is loaded once,
-    before the row loops, and kept; and a per-row input read before the reduction ([N, 1]
-    mean or rstd) is expanded to the thread's batch of the row. This errs high for a
-    per-row input read only after the reduction (a scalar there)."""
+    before the row loops, and kept. A per-row input ([N, 1] mean or rstd: each of its
+    axes is one of the rows') is one register per row, not one per element, and is left
+    out; an input whose axes cannot be matched to the rows' counts per element."""
+    rows = {group.id_map.exact(d) for d in ref.logical if not d.is_reduction and not d.is_broadcast}
+
+    def per_row(tv: TensorView) -> bool:
+        return all(group.id_map.exact(d) in rows for d in tv.logical if not d.is_broadcast)
+
     held = sum(tv.dtype.itemsize for tv in persistent_buffers(group))
-    held += sum(tv.dtype.itemsize for tv in group.inputs if isinstance(tv, TensorView) and tv.ndim > 0)
+    held += sum(
+        tv.dtype.itemsize for tv in group.inputs if isinstance(tv, TensorView) and tv.ndim > 0 and not per_row(tv)
+    )
     return max(held, 1)
 
 
