@@ -569,11 +569,14 @@ def _vector_width(
         return 1
     held: list[int] = []  # a vector stays within each tensor's contiguous run along the axis
     chain = _inner_chain(group.id_map, vector_set)
+    walked = group.id_map.overlapping({vector_set})  # every axis holding elements the vector walks
     for tv in group.inputs:  # each global tensor along that axis must hold it innermost, contiguous
         own = {group.id_map.exact(d) for d in tv.logical}
         key = next((k for k in chain if k in own), None)  # through a reshape: its innermost component
         if key is None:
-            continue  # constant along the vector axis: read element by element
+            # constant along the vector axis, or along it only through a reshape's outer
+            # part (lanes apart in memory): read element by element (_broadcast_along_vectors)
+            continue
         extent = common.inner_extent(group, info, tv, key)
         if extent is None:
             return 1
@@ -588,6 +591,8 @@ def _vector_width(
         own = {group.id_map.exact(d) for d in dims}
         key = next((k for k in chain if k in own), None)
         if key is None:
+            if own & walked:  # it varies along the vector, but not in consecutive elements
+                return 1  # (x beside a sum whose vector walks x's reshape's outer part: seed 19 case 2619)
             continue
         if group.id_map.exact(dims[-1]) != key:
             return 1
