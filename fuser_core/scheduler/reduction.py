@@ -580,7 +580,7 @@ def _vector_width(
         extent = common.inner_extent(group, info, tv, key)
         if extent is None:
             return 1
-        held.append(extent)
+        held += [extent, *_chain_extents(group, info, chain, key)]
     for tv in group.outputs:  # written in logical order (the schedule drops layout hints)
         expanded = [group.id_map.exact(d) for d in tv.logical if d.is_broadcast and d.has_expanded_extent]
         if any(k in chain or any(t in chain for t in group.links.get(k, ())) for k in expanded):
@@ -596,6 +596,7 @@ def _vector_width(
             continue
         if group.id_map.exact(dims[-1]) != key:
             return 1
+        held += _chain_extents(group, info, chain, key)
         if tv.domain.allocation is not None and not tv.domain.allocation_is_hint:
             # the user's stride order is kept: the axis the vector walks (the reshape's
             # innermost component too, seed 16 case 839) must be innermost in it
@@ -639,6 +640,15 @@ def _inner_chain(id_map: IdMap, key: int) -> list[int]:
         chain.append(current)
         current = id_map.inner_source(current)
     return chain
+
+
+def _chain_extents(group: GroupView, info: RuntimeInfo, chain: list[int], key: int) -> list[int]:
+    """The extents of the axes of `chain` from the vector axis down to `key`: a vector
+    walks consecutive elements of the next axis only within one run of the axis a merge
+    took as its inner part, so the width divides every one of them (a sum over [a, q]
+    merged, q the inner 6 of a split of x's 12 columns: a vector of 4 crossed from one a
+    to the next, and in x from one run of 6 to another)."""
+    return [info.extent(group.id_map.member(k)) for k in chain[: chain.index(key) + 1]]
 
 
 def _broadcast_along_vectors(fusion: Fusion, ref: TensorView, inner: bool, inputs: list[TensorView]) -> set[int]:
