@@ -652,8 +652,9 @@ def _chain_extents(group: GroupView, info: RuntimeInfo, chain: list[int], key: i
 
 
 def _broadcast_along_vectors(fusion: Fusion, ref: TensorView, inner: bool, inputs: list[TensorView]) -> set[int]:
-    """The inputs (by name) that do not vary along the vector axis: one element of such
-    an input stands for a whole vector of the others, so it is read element by element."""
+    """The inputs (by name) holding no axis of the vector's chain, read element by
+    element: constant along the vector axis (one element stands for a whole vector of the
+    others), or along it only through a reshape's outer part (its lanes lie apart)."""
     vector_axis = _vector_axis(ref, inner)
     if vector_axis is None:
         return set()
