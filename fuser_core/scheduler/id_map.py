@@ -96,6 +96,10 @@ class IdMap:
         """The exact set of `dim` (a stable small integer)."""
         return self._exact.find(self._key(dim))
 
+    def member(self, key: int) -> IterDomain:
+        """An IterDomain of set `key` (every member has its extent)."""
+        return next(dim for dim in self._ids if self.exact(dim) == key)
+
     def squeezed_sets(self) -> set[int]:
         if self._squeezed_sets is None:
             self._squeezed_sets = {self.exact(d) for d in self._squeezed}

@@ -576,15 +576,18 @@ def _vector_width(
         return 1
     held: list[int] = []  # a vector stays within each tensor's contiguous run along the axis
     chain = _inner_chain(group.id_map, vector_set)
+    walked = group.id_map.overlapping({vector_set})  # every axis holding elements the vector walks
     for tv in group.inputs:  # each global tensor along that axis must hold it innermost, contiguous
         own = {group.id_map.exact(d) for d in tv.logical}
         key = next((k for k in chain if k in own), None)  # through a reshape: its innermost component
         if key is None:
-            continue  # constant along the vector axis: read element by element
+            # constant along the vector axis, or along it only through a reshape's outer
+            # part (lanes apart in memory): read element by element (_broadcast_along_vectors)
+            continue
         extent = common.inner_extent(group, info, tv, key)
         if extent is None:
             return 1
-        held.append(extent)
+        held += [extent, *_chain_extents(group, info, chain, key)]
     for tv in group.outputs:  # written in logical order (the schedule drops layout hints)
         expanded = [group.id_map.exact(d) for d in tv.logical if d.is_broadcast and d.has_expanded_extent]
         if any(k in chain or any(t in chain for t in group.links.get(k, ())) for k in expanded):
@@ -595,9 +598,12 @@ def _vector_width(
         own = {group.id_map.exact(d) for d in dims}
         key = next((k for k in chain if k in own), None)
         if key is None:
+            if own & walked:  # it varies along the vector, but not in consecutive elements
+                return 1  # (x beside a sum whose vector walks x's reshape's outer part: seed 19 case 2619)
             continue
         if group.id_map.exact(dims[-1]) != key:
             return 1
+        held += _chain_extents(group, info, chain, key)
         if tv.domain.allocation is not None and not tv.domain.allocation_is_hint:
             # the user's stride order is kept: the axis the vector walks (the reshape's
             # innermost component too, seed 16 case 839) must be innermost in it
@@ -643,9 +649,19 @@ def _inner_chain(id_map: IdMap, key: int) -> list[int]:
     return chain
 
 
+def _chain_extents(group: GroupView, info: RuntimeInfo, chain: list[int], key: int) -> list[int]:
+    """The extents of the axes of `chain` from the vector axis down to `key`: a vector
+    walks consecutive elements of the next axis only within one run of the axis a merge
+    took as its inner part, so the width divides every one of them (a sum over [a, q]
+    merged, q the inner 6 of a split of x's 12 columns: a vector of 4 crossed from one a
+    to the next, and in x from one run of 6 to another)."""
+    return [info.extent(group.id_map.member(k)) for k in chain[: chain.index(key) + 1]]
+
+
 def _broadcast_along_vectors(fusion: Fusion, ref: TensorView, inner: bool, inputs: list[TensorView]) -> set[int]:
-    """The inputs (by name) that do not vary along the vector axis: one element of such
-    an input stands for a whole vector of the others, so it is read element by element."""
+    """The inputs (by name) holding no axis of the vector's chain, read element by
+    element: constant along the vector axis (one element stands for a whole vector of the
+    others), or along it only through a reshape's outer part (its lanes lie apart)."""
     vector_axis = _vector_axis(ref, inner)
     if vector_axis is None:
         return set()

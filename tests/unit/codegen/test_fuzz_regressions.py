@@ -654,3 +654,29 @@ def test_a_cache_read_by_a_reduction_it_is_not_scheduled_with_is_filled_over_its
     x = np.array([-3, -1, 1, 1, -1], np.int64)  # max 1 and prod -3: fmod gives 1
     (out,) = _check(build, [x])
     assert out == 1
+
+
+# -- seed 19 on the H100: case 2619 -------------------------------------------------------
+
+
+def test_an_output_strided_along_a_reductions_vector_axis_keeps_the_width_at_one():
+    # sum over dim 0 of the transpose of x reshaped to [2, 2], beside the transpose and x
+    # itself as outputs: the vector ran along the kept axis, the reshape's outer component,
+    # whose consecutive elements are 2 apart in x; the copy of x does not hold that axis,
+    # so no check saw it, and it was stored in vectors starting at x's odd elements
+    # (misaligned on the H100, wrong elements besides: seed 19 case 2619)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Half, stride_order=[0])
+        t10 = fd.ops.reshape(t0, new_shape=[2, 2])
+        fd.add_output(fd.ops.sum(fd.ops.permute(t10, dims=[1, 0]), dims=[0], keepdim=False, dtype=DataType.Null))
+        fd.add_output(fd.ops.permute(t10, dims=[1, 0]))
+        fd.add_output(fd.ops.reshape(t0, new_shape=[4]))
+
+    x = RNG.standard_normal(4).astype(np.float16)
+    runtime, _ = _runtime(build, [x])
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["reduction"]
+    assert runtime.segmented.groups[0].params.vectorize == 1
+    total, transposed, flat = _check_kernels_codegen_takes(build, [x])
+    np.testing.assert_allclose(total, x.reshape(2, 2).astype(np.float32).sum(axis=1), rtol=1e-3, atol=1e-3)
+    np.testing.assert_array_equal(transposed, x.reshape(2, 2).T)
+    np.testing.assert_array_equal(flat, x)

@@ -339,6 +339,23 @@ def test_reductions_read_in_vectors_only_along_a_contiguous_innermost_axis():
     assert check_generated_kernels(runtime, [y]) == ["kernel_g0"]
 
 
+def test_a_reduction_vector_stays_within_each_axis_merged_into_its_axis():
+    """The sum of x [4, 12] with its columns split [2, 6] and the 2 merged with the rows
+    to [2, 24]: the vector walks the 24, merged from the 4 rows and the inner 6 of x's
+    columns, so it may not pass from one run of 6 to the next (a vector of 4 did: x's 12
+    columns and the 24 allow it, the 6 does not)."""
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        split = fd.ops.permute(fd.ops.reshape(t0, new_shape=[4, 2, 6]), dims=[1, 0, 2])
+        fd.add_output(fd.ops.sum(fd.ops.reshape(split, new_shape=[2, 24]), [1]))
+
+    x = _rand(4, 12)
+    runtime = _fusion_runtime(build, [x])
+    assert runtime.segmented.groups[0].params.vectorize == 2
+    assert check_generated_kernels(runtime, [x]) == ["kernel_g0"]
+
+
 def _kernel_body(runtime, group_id=0):
     group = runtime.segmented.groups[group_id]
     text = translation_unit(lower_group(group.fusion, f"nvfuser_body_g{group_id}", DataType.Int32))
