@@ -89,10 +89,12 @@ def choose_split(
     has_exp: bool,
     device: DeviceProperties,
     shared_bytes_per_row: int = 0,
+    row_registers: int = 0,
 ) -> PersistentSplit:
     """The split of a row of `lanes` vectors whose persistent buffers take `bytes_per_lane`
     bytes of registers per vector, for `rows` rows; with `shared_bytes_per_row` bytes of
-    each row in shared memory."""
+    each row in shared memory, and `row_registers` held once per row whatever the batch
+    (the values of per-row inputs)."""
     overhead = REGISTER_OVERHEAD_EXP if has_exp else REGISTER_OVERHEAD
     target_threads = min(TARGET_WARPS_PER_SM * device.warp_size, device.max_threads_per_sm)
     # Too few rows to fill the GPU: big blocks make the most of the SMs that get one.
@@ -110,7 +112,7 @@ def choose_split(
     if shared_bytes_per_row:
         max_rows = max(1, min(max_rows, device.shared_memory_per_block // shared_bytes_per_row))
     candidates = [
-        _candidate(lanes, batch, bytes_per_lane, overhead, target_threads, min_threads, max_rows, device)
+        _candidate(lanes, batch, bytes_per_lane, overhead, target_threads, min_threads, max_rows, device, row_registers)
         for batch in range(batch_min, batch_max + 1)
     ]
     if shared_bytes_per_row:
@@ -131,13 +133,14 @@ def _candidate(
     min_threads: int,
     max_rows: int,
     device: DeviceProperties,
+    row_registers: int = 0,
 ) -> PersistentSplit:
     warp = device.warp_size
     threads_x = -(-lanes // batch)
     padded_x = -(-threads_x // warp) * warp
     rows_per_block = max(1, min(min_threads // padded_x, max_rows, device.max_threads_per_block // padded_x))
     threads = padded_x * rows_per_block
-    buffer_registers = -(-batch * bytes_per_lane // BYTES_PER_REGISTER)
+    buffer_registers = -(-batch * bytes_per_lane // BYTES_PER_REGISTER) + row_registers
     needed = buffer_registers + overhead
     blocks = max(1, min(-(-target_threads // threads), device.max_threads_per_sm // threads))
     registers = registers_per_thread(threads * blocks, device)

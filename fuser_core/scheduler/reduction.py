@@ -323,7 +323,8 @@ def _inner_persistent_params(
     in registers (all buffers together: nvFuser may keep some of them in registers)."""
     lanes = -(-length // vec)
     held = _register_bytes_per_element(group, ref)
-    split = choose_split(lanes, rows, held * vec, _has_exp(group), info.device)
+    per_row = _per_row_registers(group, ref)
+    split = choose_split(lanes, rows, held * vec, _has_exp(group), info.device, row_registers=per_row)
     row_bytes = _buffer_bytes_per_row(group, info)
     # A buffer that is an input as read (float logits, no cast) would be its vector-loaded
     # copy in shared memory, which codegen does not make yet: such rows stay in registers.
@@ -337,7 +338,13 @@ def _inner_persistent_params(
     if in_shared:
         buffer_bytes = sum(tv.dtype.itemsize for tv in persistent_buffers(group))
         shared = choose_split(
-            lanes, rows, max(1, held - buffer_bytes) * vec, _has_exp(group), info.device, shared_bytes_per_row=row_bytes
+            lanes,
+            rows,
+            max(1, held - buffer_bytes) * vec,
+            _has_exp(group),
+            info.device,
+            shared_bytes_per_row=row_bytes,
+            row_registers=per_row,
         )
         # The tile spans every launched thread's batch (past the row's end too).
         tile = shared.rows_per_block * shared.padded_x * shared.batch * vec * buffer_bytes
@@ -373,19 +380,29 @@ def _register_bytes_per_element(group: GroupView, ref: TensorView) -> int:
     """Register bytes a thread holds per element of the row it owns: every persistent
     buffer, and the local copy of every tensor input. A thread issues all its loads of a
     row before the first use, so those copies are live at once; a weight is loaded once,
-    before the row loops, and kept. A per-row input ([N, 1] mean or rstd: each of its
-    axes is one of the rows') is one register per row, not one per element, and is left
-    out; an input whose axes cannot be matched to the rows' counts per element."""
-    rows = {group.id_map.exact(d) for d in ref.logical if not d.is_reduction and not d.is_broadcast}
-
-    def per_row(tv: TensorView) -> bool:
-        return all(group.id_map.exact(d) in rows for d in tv.logical if not d.is_broadcast)
-
+    before the row loops, and kept. A per-row input ([N, 1] mean or rstd) is held once per
+    row, not per element (_per_row_registers)."""
     held = sum(tv.dtype.itemsize for tv in persistent_buffers(group))
-    held += sum(
-        tv.dtype.itemsize for tv in group.inputs if isinstance(tv, TensorView) and tv.ndim > 0 and not per_row(tv)
-    )
+    held += sum(tv.dtype.itemsize for tv in group.inputs if isinstance(tv, TensorView) and tv.ndim > 0)
+    held -= sum(tv.dtype.itemsize for tv in _per_row_inputs(group, ref))
     return max(held, 1)
+
+
+def _per_row_registers(group: GroupView, ref: TensorView) -> int:
+    return sum(-(-tv.dtype.itemsize // 4) for tv in _per_row_inputs(group, ref))
+
+
+def _per_row_inputs(group: GroupView, ref: TensorView) -> list[TensorView]:
+    """Tensor inputs each of whose axes is one of the rows' (an axis that cannot be matched
+    to the rows' counts as along the row)."""
+    rows = {group.id_map.exact(d) for d in ref.logical if not d.is_reduction and not d.is_broadcast}
+    return [
+        tv
+        for tv in group.inputs
+        if isinstance(tv, TensorView)
+        and tv.ndim > 0
+        and all(group.id_map.exact(d) in rows for d in tv.logical if not d.is_broadcast)
+    ]
 
 
 def _has_exp(group: GroupView) -> bool:

@@ -123,7 +123,7 @@ def test_persistent_buffers_go_to_shared_memory_only_when_registers_would_spill(
 
 
 def test_shared_persistence_is_on_by_default_and_a_disable_option_keeps_rows_in_registers():
-    (loaded,) = load_repro(CROSS_ENTROPY.format(rows=3, cols=16384)).definitions
+    (loaded,) = load_repro(CROSS_ENTROPY.format(rows=3, cols=32064)).definitions
     inputs = loaded.materialize_inputs(seed=0)
     with use_options(device_model="h100_sxm", backend="reference"):
         loaded.fd.execute(inputs)
@@ -135,6 +135,22 @@ def test_shared_persistence_is_on_by_default_and_a_disable_option_keeps_rows_in_
     assert "shared-memory persistence off" in cache.events[-1].reasons
 
 
+@pytest.mark.parametrize(("cols", "where"), [(16384, "registers"), (32064, "shared")])
+def test_a_per_row_input_takes_one_register_not_one_per_element(cols, where):
+    """The label and the gradient are one value per row: counted once, a 16k-wide row of
+    cross-entropy fits the registers (it went to shared memory when they were counted per
+    element), and a 32k-wide one still goes to shared memory; neither spills."""
+    nvrtc = pytest.importorskip("fuser_core.runtime.nvrtc")
+    runtime, _ = runtime_and_inputs(CROSS_ENTROPY.format(rows=4096, cols=cols))
+    (group,) = runtime.segmented.groups
+    assert group.params.buffer_in_shared_memory == (where == "shared")
+    kernel = lower_group(group.fusion, "ce", index_dtype(runtime.signature.index_type))
+    options = (*nvrtc.DEFAULT_OPTIONS, "-Xptxas", "-v")
+    log = nvrtc.compile_program(translation_unit(kernel), [kernel.name], arch="sm_90", options=options).log
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    assert spills is not None and spills.groups() == ("0", "0"), log
+
+
 def _kernel(script: str) -> k.Kernel:
     runtime, _ = runtime_and_inputs(script)
     (group,) = runtime.segmented.groups
@@ -143,14 +159,14 @@ def _kernel(script: str) -> k.Kernel:
 
 
 def test_a_shared_persistent_row_is_read_back_by_the_threads_that_wrote_it():
-    script = CROSS_ENTROPY.format(rows=3, cols=16384)
+    script = CROSS_ENTROPY.format(rows=3, cols=32064)
     runtime, inputs = runtime_and_inputs(script)
     # The interpreter fails a read of another thread's shared write made since the last
     # barrier: the kernel has none (block reductions sync their own scratch).
     kernel = _kernel(script)
     assert not any(isinstance(s, k.Sync) for s in k.walk(kernel.body))
     shared = [s for s in k.walk(kernel.body) if isinstance(s, k.Alloc) and s.memory == k.Memory.shared]
-    assert any(s.buffer == "T3" and s.size == 16384 for s in shared)
+    assert any(s.buffer == "T3" and s.size == 4 * 1024 * 8 for s in shared)  # batch x threads x vector
     assert kernel.dynamic_shared_bytes == kernel.shared_bytes > 48 * 1024  # past the static limit
     assert check_generated_kernels(runtime, inputs)
 
@@ -211,7 +227,7 @@ def test_a_warps_lanes_address_consecutive_words_of_the_shared_row():
     # and vector positions, lanes 0..31 store and re-read 32 consecutive floats, one per
     # bank. Laid out in loop order [batch, TIDx, V], they were V = 8 floats apart: 4 banks,
     # every access 8-way conflicted.
-    kernel = _kernel(CROSS_ENTROPY.format(rows=3, cols=16384))
+    kernel = _kernel(CROSS_ENTROPY.format(rows=3, cols=32064))
     (alloc,) = [s for s in k.walk(kernel.body) if isinstance(s, k.Alloc) and s.buffer == "T3"]
     assert alloc.memory == k.Memory.shared and alloc.dtype.itemsize == 4
     accesses = list(_accesses(kernel.body, "T3"))
@@ -230,7 +246,7 @@ def test_a_float_input_kept_as_read_stays_in_registers():
     # With float logits there is no cast: the persistent buffer is the input itself. The
     # scheduler marked the global input shared (nothing moved, and with the lanes-innermost
     # layout its global indexing broke: a KeyError on the GPU); such rows stay in registers.
-    script = CROSS_ENTROPY.format(rows=3, cols=16384).replace("BFloat16", "Float").replace("bfloat16", "float32")
+    script = CROSS_ENTROPY.format(rows=3, cols=32064).replace("BFloat16", "Float").replace("bfloat16", "float32")
     runtime, inputs = runtime_and_inputs(script)
     (group,) = runtime.segmented.groups
     assert group.scheduler.value == "inner_persistent" and not group.params.buffer_in_shared_memory
