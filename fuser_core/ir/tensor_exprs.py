@@ -411,3 +411,18 @@ class MatmulOp(Expr):
             if len(arrays) > 2:
                 result = result + arrays[2]
         return [_store(result, self.output)]
+
+
+def feeds_reduction(tv: TensorView) -> bool:
+    """Whether a reduction (or Welford) reads `tv` or anything computed from it."""
+    stack, seen = [tv], {id(tv)}
+    while stack:
+        val = stack.pop()
+        for use in val.uses:
+            if isinstance(use, ReductionOp | WelfordOp):
+                return True
+            for out in use.outputs:
+                if isinstance(out, TensorView) and id(out) not in seen:
+                    seen.add(id(out))
+                    stack.append(out)
+    return False

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import IterDomain, ParallelType
-from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp, WelfordOp
+from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp, feeds_reduction
 from fuser_core.ir.tensor_view import MemoryType, TensorView, filled_contiguity
 from fuser_core.scheduler import common
 from fuser_core.scheduler.base import HeuristicParams, RejectCategory, Rejection, ScheduleRecord, SchedulerType, reject
@@ -250,7 +250,7 @@ class ReductionScheduler:
         # A persistent kernel loads its rows before the reductions; an input read only
         # after them (layer norm's weight and bias) is loaded where it is used, so its
         # registers are not held across the reductions.
-        limits = {tv.name: iteration_positions for tv in caches.inputs if self.persistent and _feeds_reduction(tv)}
+        limits = {tv.name: iteration_positions for tv in caches.inputs if self.persistent and feeds_reduction(tv)}
         limits.update(dict.fromkeys(params.buffers, iteration_positions))
         limits.update(dict.fromkeys(params.kept_results, iteration_positions))
         # Global loads and stores both go in vectors (16-byte stores, not one store per element).
@@ -297,21 +297,6 @@ def _lanes_innermost(tv: TensorView) -> None:
     lanes = [d for d in tv.loop if d.parallel_type == ParallelType.TIDx]
     alloc = [d for d in tv.loop if d.parallel_type != ParallelType.TIDx] + lanes
     tv.domain.set_allocation(alloc, filled_contiguity(alloc, True), hint=False)
-
-
-def _feeds_reduction(tv: TensorView) -> bool:
-    """Whether a reduction (or Welford) reads `tv` or anything computed from it."""
-    stack, seen = [tv], set()
-    while stack:
-        val = stack.pop()
-        for use in val.uses:
-            if isinstance(use, ReductionOp | WelfordOp):
-                return True
-            for out in use.outputs:
-                if isinstance(out, TensorView) and id(out) not in seen:
-                    seen.add(id(out))
-                    stack.append(out)
-    return False
 
 
 def _inner_persistent_params(

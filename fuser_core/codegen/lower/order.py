@@ -4,7 +4,7 @@ serial partials of one input one after the other."""
 from __future__ import annotations
 
 from fuser_core.codegen.lower.model import HARDWARE
-from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp, WelfordOp
+from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp, WelfordOp, feeds_reduction
 from fuser_core.ir.tensor_view import TensorView
 
 
@@ -28,7 +28,7 @@ def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
     # Then every load of an input that a reduction reads: all of a row's loads are in flight
     # together before the first reduction, instead of one memory round trip per reduction
     # (layer norm's backward read its second input only after the first block reduction).
-    early = [tv for tv in materialized if tv not in first and _is_input_load(tv) and _feeds_reduction(tv)]
+    early = [tv for tv in materialized if tv not in first and _is_input_load(tv) and feeds_reduction(tv)]
     order = first + early + [tv for tv in materialized if tv not in first and tv not in early]
 
     # Serial partials of one input (sum and max of a row) go one after the other: they
@@ -81,21 +81,6 @@ def _is_input_load(tv: TensorView) -> bool:
     return (
         isinstance(expr, LoadStoreOp) and isinstance(expr.inputs[0], TensorView) and expr.inputs[0].definition is None
     )
-
-
-def _feeds_reduction(tv: TensorView) -> bool:
-    """Whether a reduction (or Welford) reads `tv` or anything computed from it."""
-    stack, seen = [tv], {id(tv)}
-    while stack:
-        val = stack.pop()
-        for use in val.uses:
-            if isinstance(use, ReductionOp | WelfordOp):
-                return True
-            for out in use.outputs:
-                if isinstance(out, TensorView) and id(out) not in seen:
-                    seen.add(id(out))
-                    stack.append(out)
-    return False
 
 
 def _is_serial_partial(tv: TensorView) -> bool:
