@@ -1,5 +1,6 @@
-"""The order materialized tensors are emitted in: loads reused by every loop first,
-serial partials of one input one after the other."""
+"""The order materialized tensors are emitted in: loads reused by every loop first, then
+the loads of a persistent kernel's row that its reductions read, serial partials of one
+input one after the other."""
 
 from __future__ import annotations
 
@@ -25,10 +26,16 @@ def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
         return False
 
     first = [tv for tv in materialized if tv.compute_at_pos == 0 and not depends_on_loops(tv)]
-    # Then every load of an input that a reduction reads: all of a row's loads are in flight
-    # together before the first reduction, instead of one memory round trip per reduction
-    # (layer norm's backward read its second input only after the first block reduction).
-    early = [tv for tv in materialized if tv not in first and _is_input_load(tv) and feeds_reduction(tv)]
+    # Then every load of an input that a reduction reads, made outside every serial loop (a
+    # persistent kernel's row): all of a row's loads are in flight together before the first
+    # reduction, instead of one memory round trip per reduction (layer norm's backward read
+    # its second input only after the first block reduction). A load inside a reduction's
+    # serial loop stays in the loop of the reduction that reads it.
+    early = [
+        tv
+        for tv in materialized
+        if tv not in first and _is_input_load(tv) and feeds_reduction(tv) and _outside_serial_loops(tv)
+    ]
     order = first + early + [tv for tv in materialized if tv not in first and tv not in early]
 
     # Serial partials of one input (sum and max of a row) go one after the other: they
@@ -73,6 +80,11 @@ def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
             order.remove(tv)
             order.insert(last + 1, tv)
     return order
+
+
+def _outside_serial_loops(tv: TensorView) -> bool:
+    """Whether every loop `tv` shares with its consumers is bound to hardware."""
+    return all(d.parallel_type in HARDWARE for d in tv.loop[: tv.compute_at_pos])
 
 
 def _is_input_load(tv: TensorView) -> bool:

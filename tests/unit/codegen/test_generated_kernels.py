@@ -5,6 +5,7 @@ vectorization."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -399,3 +400,24 @@ def test_a_non_persistent_reduction_loads_every_unrolled_step_before_summing():
     assert body.count("float T4[16] = {};") == body.count("float T5[16] = {};") == 1  # 4 steps x 4 wide
     loads = [body.index(f"vectorCopy<float, 4>(&T{n}[") for n in (4, 5)]
     assert max(loads) < body.index("float T2 = ")  # no product before both buffers are loaded
+
+
+def test_a_load_inside_a_reductions_serial_loop_stays_with_the_reduction_that_reads_it():
+    """Only a persistent kernel's row loads go before the first reduction: in a looping
+    reduction a load moved into an earlier reduction's serial loop would be dead there and
+    read again, element by element, where it is used."""
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        t1 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(t0, [1]))
+        fd.add_output(fd.ops.sum(fd.ops.exp(t1), [1]))
+        fd.add_output(fd.ops.add(t0, t1))  # one kernel for the two
+
+    inputs = [_rand(40, 16384), _rand(40, 16384)]
+    runtime = _fusion_runtime(build, inputs)
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["reduction"]
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+    body = _kernel_body(runtime)
+    first_sum = re.search(r"T\d+\[0\] = \(T\d+\[0\] \+ T\d+\[", body).start()
+    assert body.index("&T0[") < first_sum < body.index("&T1[")
