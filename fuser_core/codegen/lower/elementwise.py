@@ -55,10 +55,12 @@ def _small_power(dtype: DataType, args: list[k.Node]) -> k.Node | None:
         return None
     if exponent.value not in _MULTIPLIED_EXPONENTS:
         return None
-    node = base
-    for _ in range(int(exponent.value) - 1):
-        node = k.Bin(dtype, "*", node, base)
-    return node
+    square = k.Bin(dtype, "*", base, base)
+    if exponent.value == 2:
+        return square
+    if exponent.value == 3:
+        return k.Bin(dtype, "*", square, base)
+    return k.Bin(dtype, "*", square, square)  # two roundings, as for the cube
 
 
 def _cast(dtype: DataType, node: k.Node) -> k.Node:

@@ -62,7 +62,7 @@ class _Rewriter:
     def _node(self, node: k.Node) -> k.Node:
         if isinstance(node, k.Bin):
             a, b = self.node(node.a), self.node(node.b)
-            if node.op in k.FAST_DIVISION and node.dtype == INDEX and _extents(b) and self.non_negative(a):
+            if node.op in k.FAST_DIVISION and node.dtype == INDEX and _is_extent_product(b) and self.non_negative(a):
                 return k.FastDiv(INDEX, node.op, a, self.divisor(b))
             return node if a is node.a and b is node.b else k.Bin(node.dtype, node.op, a, b)
         if isinstance(node, k.Un | k.Cast | k.Read):
@@ -114,12 +114,12 @@ class _Rewriter:
         return found
 
 
-def _extents(node: k.Node) -> bool:
+def _is_extent_product(node: k.Node) -> bool:
     """Whether `node` is a tensor's run-time extent, or a product of them."""
     if isinstance(node, k.TensorField):
         return node.field == "logical_size"
     if isinstance(node, k.Bin) and node.op == "*":
-        return _extents(node.a) and _extents(node.b)
+        return _is_extent_product(node.a) and _is_extent_product(node.b)
     return False
 
 
