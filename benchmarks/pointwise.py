@@ -227,15 +227,7 @@ def run_sample(name, copy_bw, rows, kernels, limits, peers=True):
         timings = {end_to_end: bench(lambda: fd.execute(inputs))}
         timings["fuser (kernels)"] = kernel_seconds(fd, inputs)
     if peers:
-        timings["torch eager"] = bench(lambda: fn(*inputs))
-    for label, dynamic in (("torch.compile static", False), ("torch.compile dynamic", True)) if peers else ():
-        torch._dynamo.reset()
-        compiled = torch.compile(fn, dynamic=dynamic)
-        wrong = disagreement(ours, compiled(*inputs), reduction)
-        if wrong is not None:  # reported, not timed as if it were right
-            label += f" WRONG (rel. err. {wrong:.1e})"
-        timings[label] = bench(lambda c=compiled: c(*inputs))
-    torch._dynamo.reset()
+        timings.update(peer_timings(fn, inputs, ours, reduction))
     for label, seconds in timings.items():
         if seconds is None:  # no kernel launched: every group ran on the host
             rows.append((name, label, None, None, None))
@@ -243,6 +235,21 @@ def run_sample(name, copy_bw, rows, kernels, limits, peers=True):
         gbps = moved / seconds / 1e9
         rows.append((name, label, seconds * 1e6, gbps, moved / seconds / copy_bw))
     return on_host
+
+
+def peer_timings(fn, inputs, ours, reduction):
+    """torch eager, and torch.compile with static and with dynamic shapes (each checked
+    against our outputs: a wrong one is reported, not timed as if it were right)."""
+    timings = {"torch eager": bench(lambda: fn(*inputs))}
+    for label, dynamic in (("torch.compile static", False), ("torch.compile dynamic", True)):
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, dynamic=dynamic)
+        wrong = disagreement(ours, compiled(*inputs), reduction)
+        if wrong is not None:
+            label += f" WRONG (rel. err. {wrong:.1e})"
+        timings[label] = bench(lambda c=compiled: c(*inputs))
+    torch._dynamo.reset()
+    return timings
 
 
 def host_overhead():
@@ -339,7 +346,8 @@ def main():
     parser.add_argument(
         "--fuser-only",
         action="store_true",
-        help="time only this project (no torch peers, host overhead or compile times): for comparing two trees",
+        help="time only this project (torch eager still runs once, to check our outputs; no torch timings,"
+        " host overhead or compile times): for comparing two checkouts",
     )
     parser.add_argument("--no-compile-times", action="store_true", help="skip the cold and warm compile times")
     args = parser.parse_args()
