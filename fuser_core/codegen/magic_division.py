@@ -41,14 +41,10 @@ class MagicDivisor:
         magic = ((1 << 32) * ((1 << shift) - divisor)) // divisor + 1
         return MagicDivisor(divisor, magic, shift)
 
-    def quotient(self, n: int) -> int:
-        """`n // divisor` as the device computes it, in 32-bit unsigned arithmetic."""
-        high = (n * self.magic) >> 32
-        return ((high + n) & _MASK) >> self.shift
-
 
 def magic_quotient(n: np.ndarray, magic: np.ndarray, shift: np.ndarray) -> np.ndarray:
-    """`MagicDivisor.quotient` on arrays (the interpreter's lanes): `n` in [0, 2^31)."""
+    """`n // divisor` as the device computes it (32-bit unsigned arithmetic), on arrays (the
+    interpreter's lanes) of `n` in [0, 2^31)."""
     n64 = n.astype(np.uint64)
     high = (n64 * magic.astype(np.uint64)) >> np.uint64(32)
     return ((high + n64) & np.uint64(_MASK)) >> shift.astype(np.uint64)

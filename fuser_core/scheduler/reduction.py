@@ -307,8 +307,9 @@ def _inner_persistent_params(
     block's rows fit in shared memory, the buffers go there and only the loaded inputs stay
     in registers (all buffers together: nvFuser may keep some of them in registers)."""
     lanes = -(-length // vec)
-    held = _register_bytes_per_element(group, ref)
-    per_row = _per_row_registers(group, ref)
+    per_row_inputs = _per_row_inputs(group, ref)
+    held = _register_bytes_per_element(group, per_row_inputs)
+    per_row = sum(-(-tv.dtype.itemsize // 4) for tv in per_row_inputs)  # registers, whatever the batch
     split = choose_split(lanes, rows, held * vec, _has_exp(group), info.device, row_registers=per_row)
     row_bytes = _buffer_bytes_per_row(group, info)
     # A buffer that is an input as read (float logits, no cast) would be its vector-loaded
@@ -361,20 +362,18 @@ def _kept_results(group: GroupView, split: PersistentSplit, vec: int) -> tuple[i
     return tuple(tv.name for tv in kept)
 
 
-def _register_bytes_per_element(group: GroupView, ref: TensorView) -> int:
+def _register_bytes_per_element(group: GroupView, per_row_inputs: list[TensorView]) -> int:
     """Register bytes a thread holds per element of the row it owns: every persistent
     buffer, and the local copy of every tensor input. A thread issues all its loads of a
     row before the first use, so those copies are live at once; a weight is loaded once,
     before the row loops, and kept. A per-row input ([N, 1] mean or rstd) is held once per
-    row, not per element (_per_row_registers)."""
+    row, not per element, and is left out."""
+    per_row = {id(tv) for tv in per_row_inputs}
     held = sum(tv.dtype.itemsize for tv in persistent_buffers(group))
-    held += sum(tv.dtype.itemsize for tv in group.inputs if isinstance(tv, TensorView) and tv.ndim > 0)
-    held -= sum(tv.dtype.itemsize for tv in _per_row_inputs(group, ref))
+    held += sum(
+        tv.dtype.itemsize for tv in group.inputs if isinstance(tv, TensorView) and tv.ndim > 0 and id(tv) not in per_row
+    )
     return max(held, 1)
-
-
-def _per_row_registers(group: GroupView, ref: TensorView) -> int:
-    return sum(-(-tv.dtype.itemsize // 4) for tv in _per_row_inputs(group, ref))
 
 
 def _per_row_inputs(group: GroupView, ref: TensorView) -> list[TensorView]:

@@ -206,6 +206,14 @@ def interpret_launches(monkeypatch: Any, device: FakeDevice, cupy: ModuleType) -
     monkeypatch.setattr(cupy.cuda.driver, "launchKernel", interpreting_launch)
 
 
+def interpreted_device(monkeypatch: Any) -> FakeDevice:
+    """A fake device installed in place of CuPy whose launches also run on the kernel-IR
+    interpreter (interpret_launches)."""
+    device = FakeDevice()
+    interpret_launches(monkeypatch, device, install(monkeypatch, device))
+    return device
+
+
 def _interpret(packed: PackedArgs, grid: Any, block: Any) -> None:
     kernel = packed.kernel
     tensors = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fake_cuda import FakeCudaBackend, FakeDevice, install, interpret_launches, on_device
+from fake_cuda import FakeCudaBackend, FakeDevice, interpreted_device, on_device
 
 from fuser_core import DataType, FusionDefinition, FusionExecutorCache
 from fuser_core.runtime import cuda_backend, device_arrays
@@ -19,9 +19,7 @@ RNG = np.random.default_rng(18)
 
 @pytest.fixture
 def device(monkeypatch) -> FakeDevice:
-    fake = FakeDevice()
-    interpret_launches(monkeypatch, fake, install(monkeypatch, fake))
-    return fake
+    return interpreted_device(monkeypatch)
 
 
 def element_strides(array) -> tuple[int, ...]:

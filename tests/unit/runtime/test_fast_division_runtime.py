@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fake_cuda import FakeCudaBackend, FakeDevice, install, interpret_launches, on_device
+from fake_cuda import FakeCudaBackend, FakeDevice, interpreted_device, on_device
 
 from fuser_core import FusionDefinition, FusionExecutorCache
 
@@ -16,9 +16,7 @@ RNG = np.random.default_rng(7)
 
 @pytest.fixture
 def device(monkeypatch) -> FakeDevice:
-    fake = FakeDevice()
-    interpret_launches(monkeypatch, fake, install(monkeypatch, fake))
-    return fake
+    return interpreted_device(monkeypatch)
 
 
 def strided(device: FakeDevice, shape: tuple[int, int, int]):
