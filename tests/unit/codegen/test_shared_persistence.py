@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from kernels_check import check_generated_kernels, runtime_and_inputs
+from kernels_check import SAMPLES_DIR, check_generated_kernels, runtime_and_inputs
 
 from fuser_core import load_repro, use_options
 from fuser_core.codegen import kernel_ir as k
@@ -38,46 +38,13 @@ with FusionDefinition() as fd:
     fusion(fd)
 """
 
-# cross_entropy_bwd's pattern (softmax minus a one-hot from iota == label, times grad).
-CROSS_ENTROPY = """
-import torch
-from nvfuser import FusionDefinition, DataType
-def fusion(fd: FusionDefinition) -> None:
-    T0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16, is_cpu=False)
-    T1 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int, is_cpu=False)
-    T2 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.BFloat16, is_cpu=False)
-    T3 = fd.ops.cast(T0, dtype=DataType.Float)
-    T4 = fd.ops.max(T3, dims=[1], keepdim=False, dtype=DataType.Null)
-    T6 = fd.ops.broadcast_in_dim(T4, shape=[{rows}, {cols}], broadcast_dims=[0])
-    T7 = fd.ops.sub(T3, T6)
-    T8 = fd.ops.exp(T7)
-    T9 = fd.ops.sum(T8, dims=[1], keepdim=False, dtype=DataType.Null)
-    T11 = fd.ops.broadcast_in_dim(T9, shape=[{rows}, {cols}], broadcast_dims=[0])
-    T12 = fd.ops.div(T8, T11)
-    S13 = fd.define_scalar({cols}, dtype=DataType.Int)
-    S14 = fd.define_scalar(0, dtype=DataType.Int)
-    S15 = fd.define_scalar(1, dtype=DataType.Int)
-    T16 = fd.ops.iota(S13, S14, S15, dtype=DataType.Int)
-    T17 = fd.ops.broadcast_in_dim(T16, shape=[{rows}, {cols}], broadcast_dims=[1])
-    T19 = fd.ops.broadcast_in_dim(T1, shape=[{rows}, {cols}], broadcast_dims=[0])
-    T20 = fd.ops.eq(T17, T19)
-    S21 = fd.define_scalar(1.00000, dtype=DataType.Float)
-    S22 = fd.define_scalar(0.00000, dtype=DataType.Float)
-    T23 = fd.ops.where(T20, S21, S22)
-    T24 = fd.ops.sub(T12, T23)
-    T25 = fd.ops.cast(T2, dtype=DataType.Float)
-    T27 = fd.ops.broadcast_in_dim(T25, shape=[{rows}, {cols}], broadcast_dims=[0])
-    T28 = fd.ops.mul(T24, T27)
-    T29 = fd.ops.cast(T28, dtype=DataType.BFloat16)
-    fd.add_output(T29)
-inputs = [
-    torch.randn({rows}, {cols}, dtype=torch.bfloat16, device="cuda"),
-    torch.randint(0, {cols}, ({rows},), dtype=torch.int64, device="cuda"),
-    torch.randn({rows}, dtype=torch.bfloat16, device="cuda"),
-]
-with FusionDefinition() as fd:
-    fusion(fd)
-"""
+
+def cross_entropy(rows: int, cols: int) -> str:
+    """The bundled cross_entropy_bwd sample (softmax minus a one-hot from iota == label,
+    times grad) at `rows` tokens of a `cols`-wide vocabulary."""
+    text = (SAMPLES_DIR / "cross_entropy_bwd.py").read_text()
+    return text.replace("4096", str(rows)).replace("32064", str(cols))
+
 
 TORCH = {"Float": "float32", "BFloat16": "bfloat16"}
 
@@ -123,7 +90,7 @@ def test_persistent_buffers_go_to_shared_memory_only_when_registers_would_spill(
 
 
 def test_shared_persistence_is_on_by_default_and_a_disable_option_keeps_rows_in_registers():
-    (loaded,) = load_repro(CROSS_ENTROPY.format(rows=3, cols=32064)).definitions
+    (loaded,) = load_repro(cross_entropy(3, 32064)).definitions
     inputs = loaded.materialize_inputs(seed=0)
     with use_options(device_model="h100_sxm", backend="reference"):
         loaded.fd.execute(inputs)
@@ -141,7 +108,7 @@ def test_a_per_row_input_takes_one_register_not_one_per_element(cols, where):
     cross-entropy fits the registers (it went to shared memory when they were counted per
     element), and a 32k-wide one still goes to shared memory; neither spills."""
     nvrtc = pytest.importorskip("fuser_core.runtime.nvrtc")
-    runtime, _ = runtime_and_inputs(CROSS_ENTROPY.format(rows=4096, cols=cols))
+    runtime, _ = runtime_and_inputs(cross_entropy(4096, cols))
     (group,) = runtime.segmented.groups
     assert group.params.buffer_in_shared_memory == (where == "shared")
     kernel = lower_group(group.fusion, "ce", index_dtype(runtime.signature.index_type))
@@ -159,7 +126,7 @@ def _kernel(script: str) -> k.Kernel:
 
 
 def test_a_shared_persistent_row_is_read_back_by_the_threads_that_wrote_it():
-    script = CROSS_ENTROPY.format(rows=3, cols=32064)
+    script = cross_entropy(3, 32064)
     runtime, inputs = runtime_and_inputs(script)
     # The interpreter fails a read of another thread's shared write made since the last
     # barrier: the kernel has none (block reductions sync their own scratch).
@@ -173,7 +140,7 @@ def test_a_shared_persistent_row_is_read_back_by_the_threads_that_wrote_it():
 
 def test_a_shared_persistent_kernel_compiles_without_spills():
     nvrtc = pytest.importorskip("fuser_core.runtime.nvrtc")
-    kernel = _kernel(CROSS_ENTROPY.format(rows=4096, cols=32064))
+    kernel = _kernel(cross_entropy(4096, 32064))
     source = translation_unit(kernel)
     assert "extern __shared__" in source and "__syncthreads" not in source.split("smem_persistent(")[1]
     options = (*nvrtc.DEFAULT_OPTIONS, "-Xptxas", "-v")
@@ -227,7 +194,7 @@ def test_a_warps_lanes_address_consecutive_words_of_the_shared_row():
     # and vector positions, lanes 0..31 store and re-read 32 consecutive floats, one per
     # bank. Laid out in loop order [batch, TIDx, V], they were V = 8 floats apart: 4 banks,
     # every access 8-way conflicted.
-    kernel = _kernel(CROSS_ENTROPY.format(rows=3, cols=32064))
+    kernel = _kernel(cross_entropy(3, 32064))
     (alloc,) = [s for s in k.walk(kernel.body) if isinstance(s, k.Alloc) and s.buffer == "T3"]
     assert alloc.memory == k.Memory.shared and alloc.dtype.itemsize == 4
     accesses = list(_accesses(kernel.body, "T3"))
@@ -246,7 +213,7 @@ def test_a_float_input_kept_as_read_stays_in_registers():
     # With float logits there is no cast: the persistent buffer is the input itself. The
     # scheduler marked the global input shared (nothing moved, and with the lanes-innermost
     # layout its global indexing broke: a KeyError on the GPU); such rows stay in registers.
-    script = CROSS_ENTROPY.format(rows=3, cols=32064).replace("BFloat16", "Float").replace("bfloat16", "float32")
+    script = cross_entropy(3, 32064).replace("BFloat16", "Float").replace("bfloat16", "float32")
     runtime, inputs = runtime_and_inputs(script)
     (group,) = runtime.segmented.groups
     assert group.scheduler.value == "inner_persistent" and not group.params.buffer_in_shared_memory
