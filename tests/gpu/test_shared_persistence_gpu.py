@@ -17,7 +17,7 @@ pytestmark = pytest.mark.gpu
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "codegen"))
 from test_cuda_backend import _host, _to_device  # noqa: E402
-from test_shared_persistence import CROSS_ENTROPY  # noqa: E402
+from test_shared_persistence import cross_entropy  # noqa: E402
 
 from fuser_core.ir.dtype import DataType  # noqa: E402
 
@@ -34,7 +34,7 @@ def _numpy_reference(logits: np.ndarray, labels: np.ndarray, grad: np.ndarray) -
 def test_cross_entropy_bwd_with_its_rows_in_shared_memory_matches_numpy(rows, cols):
     # bf16 logits cast to float: the float row is the buffer (an input kept as read stays
     # in registers). The reference takes the same bf16 values exactly; the output is bf16.
-    (loaded,) = load_repro(CROSS_ENTROPY.format(rows=rows, cols=cols)).definitions
+    (loaded,) = load_repro(cross_entropy(rows, cols)).definitions
     pytest.importorskip("torch")  # bf16 device arrays go through torch
     rng = np.random.default_rng(7)
     logits = (rng.standard_normal((rows, cols)) * 3).astype(DataType.BFloat16.numpy)
