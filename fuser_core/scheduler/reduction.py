@@ -52,6 +52,10 @@ from fuser_core.scheduler.welford_translation import translatable_in, translate_
 REGISTER_BUDGET_BYTES = 160 * 4
 MAX_THREADS = 512
 INNER_SERIAL_VECTORS = 4  # vectors a thread sums serially in a non-persistent inner reduction
+# Elements of each input a thread of a looping outer reduction loads per step (unroll x
+# vector): four rows of 4-wide vectors, two of 8-wide bf16 ones (four of those took 109
+# registers, one block per SM, on layer norm backward's columns: 186 -> 345 us on the H100).
+OUTER_UNROLLED_ELEMENTS = 16
 # Persistent buffers go to shared memory when registers would spill, unless the disable
 # option `shared_persistence` is set (RuntimeInfo.shared_persistence). H100 A/B
 # (2026-11-26): cross_entropy_bwd 556 us spilling registers, 614 us with the tile laid out
@@ -226,7 +230,7 @@ class ReductionScheduler:
             if not self.persistent and blocks < info.device.sm_count and batch > 16:
                 grid = max(1, min(info.device.sm_count * 2 // blocks, batch // 16, 65535))
         batch = -(-batch // grid)
-        unroll = 1 if self.persistent else min(4, _pow2_floor(max(batch, 1)))
+        unroll = 1 if self.persistent else min(max(1, OUTER_UNROLLED_ELEMENTS // vec), 4, _pow2_floor(max(batch, 1)))
         return ReductionParams(
             self.type, ref.name, False, self.persistent, vec, threads_y, threads_x, grid, batch, unroll,
             rows, length, row_bytes, row_bytes * threads_x // max(rows, 1) > REGISTER_BUDGET_BYTES * threads_x,
@@ -621,9 +625,13 @@ def _vector_width(
             break
         contiguous *= max(1, info.extent(dim))
     # An inner persistent kernel sizes its vectors by the tensors it reads and writes along
-    # the row (bf16 rows in 8-wide vectors even with float mean and rstd outputs).
+    # the row (bf16 rows in 8-wide vectors even with float mean and rstd outputs), a
+    # looping outer reduction by those along its columns (layer norm backward's bf16
+    # columns 8 wide beside the float per-row mean: 16-byte loads; _outer_params then
+    # unrolls fewer rows, so a thread's loads in flight keep their registers).
     along = [tv for tv in (*group.inputs, *group.outputs) if vector_set in concrete_sets(group.id_map, tv)]
-    among = along if persistent and inner and along else None
+    sized_by_axis = persistent if inner else not persistent
+    among = along if along and sized_by_axis else None
     return common.vector_width(group, info, [length if inner else rows, contiguous, *held], among)
 
 

@@ -340,6 +340,30 @@ def test_reductions_read_in_vectors_only_along_a_contiguous_innermost_axis():
     assert check_generated_kernels(runtime, [y]) == ["kernel_g0"]
 
 
+def test_a_looping_outer_reduction_reads_its_bf16_columns_in_16_byte_vectors():
+    """Layer norm backward's column sums: bf16 columns beside a float per-row mean and rstd,
+    which do not run along the vector axis, go 8 wide (16-byte loads); two rows are
+    unrolled instead of four, so a thread's loads keep to 16 elements of each input."""
+
+    def column_sums(dtype):
+        def build(fd):  # the sum cast back to the input's type
+            x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
+            mean = fd.define_tensor(shape=[-1, 1], contiguity=[True, None], dtype=DataType.Float)
+            xhat = fd.ops.sub(fd.ops.cast(x, DataType.Float), fd.ops.broadcast_in_dim(mean, x.shape(), [0, 1]))
+            fd.add_output(fd.ops.cast(fd.ops.sum(xhat, [0]), dtype))
+
+        return build
+
+    inputs = [_rand(2048, 256).astype(DataType.BFloat16.numpy), _rand(2048, 1)]
+    runtime = _fusion_runtime(column_sums(DataType.BFloat16), inputs)
+    params = runtime.segmented.groups[0].params
+    assert (params.inner, params.persistent, params.vectorize, params.unroll) == (False, False, 8, 2)
+    assert check_generated_kernels(runtime, inputs)
+    inputs = [_rand(2048, 256).astype(np.float16), _rand(2048, 1)]  # 8-wide half, a sum kept in float
+    params = _fusion_runtime(column_sums(DataType.Half), inputs).segmented.groups[0].params
+    assert (params.vectorize, params.unroll) == (8, 2)
+
+
 def test_a_reduction_vector_stays_within_each_axis_merged_into_its_axis():
     """The sum of x [4, 12] with its columns split [2, 6] and the 2 merged with the rows
     to [2, 24]: the vector walks the 24, merged from the 4 rows and the inner 6 of x's
