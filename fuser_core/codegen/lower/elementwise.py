@@ -9,6 +9,7 @@ from fuser_core.errors import FuserError
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.elementwise import BinaryOp, TernaryOp, UnaryOp
 from fuser_core.ir.op_types import UnaryOpType
+from fuser_core.ir.tensor_exprs import BroadcastOp, ExpandOp, LoadStoreOp
 from fuser_core.ir.tensor_view import TensorView
 
 
@@ -33,6 +34,9 @@ def _elementwise(expr: UnaryOp | BinaryOp | TernaryOp, operands: list[k.Node]) -
         op = rule.inline
         if op == "%" and compute.is_floating:
             node = k.Call(result_dtype, "fmod", tuple(args))
+        elif op == "/" and _divides_by_a_row_value_into_a_narrow_output(expr, compute):
+            reciprocal = k.Bin(result_dtype, "/", k.Const(result_dtype, 1.0), args[1])
+            node = k.Bin(result_dtype, "*", args[0], reciprocal)
         else:
             node = k.Bin(result_dtype, op, args[0], args[1])
     elif rule.inline and len(args) == 1:
@@ -61,6 +65,28 @@ def _small_power(dtype: DataType, args: list[k.Node]) -> k.Node | None:
     if exponent.value == 3:
         return k.Bin(dtype, "*", square, base)
     return k.Bin(dtype, "*", square, square)  # two roundings, as for the cube
+
+
+def _divides_by_a_row_value_into_a_narrow_output(expr: UnaryOp | BinaryOp | TernaryOp, compute: DataType) -> bool:
+    """Whether a float division is by a value broadcast along the innermost axis (softmax's
+    row sum), into a quotient only ever cast to a 16-bit float: then it is spelled as a
+    multiplication by the reciprocal, which the compiler computes once per row instead of
+    an IEEE division per element (softmax 125 -> 115 us on the H100). The product is
+    within 1.5 float ulp of the quotient, far inside the narrow type's rounding."""
+    divisor, quotient = expr.inputs[1], expr.output
+    if compute != DataType.Float or not isinstance(divisor, TensorView):
+        return False
+    broadcast = divisor.definition
+    while isinstance(broadcast, ExpandOp | LoadStoreOp):  # broadcast_in_dim's expand to the full shape
+        broadcast = broadcast.inputs[0].definition
+    if not isinstance(broadcast, BroadcastOp) or not broadcast.flags or not broadcast.flags[-1]:
+        return False
+    if not quotient.uses or quotient in quotient.fusion.outputs:
+        return False
+    return all(
+        isinstance(use, UnaryOp) and use.op_type == UnaryOpType.Cast and use.output.dtype.is_reduced_float
+        for use in quotient.uses
+    )
 
 
 def _cast(dtype: DataType, node: k.Node) -> k.Node:

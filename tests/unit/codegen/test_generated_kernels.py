@@ -220,6 +220,38 @@ def test_pow_by_a_small_integer_literal_is_multiplied_out(dtype):
     assert text.count(f"{pow_name}(") == 1  # only the 2.5
 
 
+@pytest.mark.parametrize(
+    ("out_dtype", "row_divisor", "reciprocal"),
+    [
+        (DataType.BFloat16, True, True),  # softmax's shape: a row sum, a bf16 output
+        (DataType.Float, True, False),  # a float quotient keeps its IEEE division
+        (DataType.BFloat16, False, False),  # a divisor along the row: one per element anyway
+    ],
+)
+def test_a_division_by_a_row_value_into_a_narrow_output_multiplies_by_the_reciprocal(
+    out_dtype, row_divisor, reciprocal
+):
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
+        x = fd.ops.exp(fd.ops.cast(t0, DataType.Float))
+        if row_divisor:
+            s = fd.ops.broadcast_in_dim(fd.ops.sum(x, dims=[1]), shape=t0.shape(), broadcast_dims=[0])
+        else:
+            s = fd.ops.broadcast_in_dim(fd.ops.sum(x, dims=[0]), shape=t0.shape(), broadcast_dims=[1])
+        fd.add_output(fd.ops.cast(fd.ops.div(x, s), out_dtype))
+
+    inputs = [_rand(6, 300).astype(DataType.BFloat16.numpy)]
+    runtime = _fusion_runtime(build, inputs)
+    assert check_generated_kernels(runtime, inputs)
+    text = "".join(
+        translation_unit(lower_group(g.fusion, f"k{g.id}", DataType.Int32)).split("__global__")[-1]
+        for g in runtime.segmented.groups
+        if generates_kernel(g)
+    )
+    assert ("* (1.0f / T" in text) == reciprocal
+    assert bool(re.search(r"(?<!1\.0f) / T", text)) == (not reciprocal)  # an IEEE division
+
+
 def test_a_group_codegen_cannot_lower_yet_runs_on_the_host_with_its_reason():
     from fuser_core.runtime.group_lowering import lowered_groups
 
