@@ -17,13 +17,17 @@ from fuser_core.codegen.lower.model import (
     padded_size,
 )
 from fuser_core.codegen.simplify import const_value
-from fuser_core.ir.iter_domain import IterDomain, ParallelType
+from fuser_core.ir.iter_domain import IterDomain, ParallelType, Resize
 from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
-from fuser_core.ir.tensor_view import TensorView
+from fuser_core.ir.tensor_view import TensorView, transforms_between
+
+SERIAL_TYPES = (ParallelType.Serial, ParallelType.Unroll)
 
 
 class Loops(Arguments):
     """Opens loops and emits statements into the innermost scope."""
+
+    _any_resize: bool | None = None
 
     # -- loops ---------------------------------------------------------------------------
     def _open_loops(self, tv: TensorView, skip_vector: bool) -> None:
@@ -62,7 +66,12 @@ class Loops(Arguments):
             dim = tv.loop[pos]
             if skip_vector and dim.parallel_type == ParallelType.Vectorize and pos == len(tv.loop) - 1:
                 break
-            self._open(dim)
+            # Past the loops it shares, a serial broadcast axis holds one value: one
+            # iteration, not the extent its concrete axis has (layer norm backward's [N, 1]
+            # rstd was loaded 16 times a row, once per element of the thread's batch).
+            # (Not beside a Resize: a pad's check may fail at the first iteration only.)
+            single = pos >= cap and dim.is_broadcast and dim.parallel_type in SERIAL_TYPES and not self._resized()
+            self._open(dim, single=single)
             depth_of[pos] = len(self.stack) - 1
         ca = tv.compute_at_pos
         if isinstance(tv.definition, ReductionOp | WelfordOp):
@@ -71,6 +80,17 @@ class Loops(Arguments):
             # rfactor has its thread and vector iteration loops inside its serial ones).
             ca = first_reduction_position(tv)
         self.alloc_depth[tv.name] = depth_of.get(ca - 1, len(self.stack) - 1) if ca > 0 else 0
+
+    def _resized(self) -> bool:
+        """Whether any tensor of the kernel is padded, sliced or concatenated (a Resize
+        between its root and loop domains)."""
+        if self._any_resize is None:
+            self._any_resize = any(
+                isinstance(e, Resize)
+                for tv in self.materialized
+                for e in transforms_between(tv.domain.maybe_root, tv.loop)
+            )
+        return self._any_resize
 
     def _reuse_cap(self, tv: TensorView) -> int:
         """How many of the tensor's loops it must share with what was emitted before it:
@@ -106,9 +126,9 @@ class Loops(Arguments):
         self.pending_reduces = waiting
         del self.stack[keep + 1 :]
 
-    def _open(self, dim: IterDomain) -> None:
+    def _open(self, dim: IterDomain, single: bool = False) -> None:
         c = concrete(dim)
-        extent = self.extent(c)
+        extent = k.Const(INDEX, 1) if single else self.extent(c)
         hardware = HARDWARE.get(dim.parallel_type)
         kind = LOOP_KIND.get(dim.parallel_type, k.LoopKind.serial)
         if hardware is not None:
@@ -120,9 +140,11 @@ class Loops(Arguments):
         elif kind == k.LoopKind.vectorize and not self.vectorize:
             kind = k.LoopKind.unroll
         loop = k.For(loop_var(dim), extent, kind, hardware=hardware, label=c.to_string())
-        self._bound(loop.index, extent)
+        if not single:  # the index is shared with the other loops over the ID: keep their bound
+            self._bound(loop.index, extent)
         self.stack[-1].body.append(loop)
-        self.stack.append(_Scope(loop.body, c.name))
+        # A single iteration is this tensor's alone: no consumer may reuse it as the loop over c.
+        self.stack.append(_Scope(loop.body, ~c.name if single else c.name))
 
     def _bound(self, index: k.Var, extent: k.Node) -> None:
         value = const_value(extent)

@@ -372,6 +372,57 @@ def test_reductions_read_in_vectors_only_along_a_contiguous_innermost_axis():
     assert check_generated_kernels(runtime, [y]) == ["kernel_g0"]
 
 
+def _serial_loop_iterations_around_reads(body, buffer, around=1):
+    """For each statement reading `buffer`, the product of the constant serial loop extents
+    around it."""
+    from fuser_core.codegen import kernel_ir as k
+
+    found = []
+    for stmt in body:
+        if isinstance(stmt, k.For):
+            extent = stmt.extent.value if isinstance(stmt.extent, k.Const) and stmt.hardware is None else 1
+            found += _serial_loop_iterations_around_reads(stmt.body, buffer, around * extent)
+        elif isinstance(stmt, k.If):
+            found += _serial_loop_iterations_around_reads(stmt.then + stmt.orelse, buffer, around)
+        elif isinstance(stmt, k.Store) and buffer in set(k.node_reads(stmt.value)):
+            found.append(around)
+    return found
+
+
+def test_a_per_row_input_is_loaded_once_per_row_not_once_per_element():
+    """Layer norm backward's persistent kernel: the [N, 1] mean and rstd are broadcast along
+    the thread's batch loops (2 vectors of 8), whose loops the cache of each would run 16
+    times; a serial broadcast axis past the shared loops is one iteration."""
+    runtime, inputs = runtime_and_inputs(shrunk_sample("layer_norm_bwd"))
+    group = next(g for g in runtime.segmented.groups if g.scheduler.value == "inner_persistent")
+    kernel = lower_group(group.fusion, "k", DataType.Int32)
+    per_row = [tv for tv in group.fusion.inputs if tv.logical[-1].is_broadcast]
+    assert len(per_row) == 2  # mean and rstd
+    for tv in per_row:
+        assert _serial_loop_iterations_around_reads(kernel.body, f"T{tv.name}") == [1]
+    assert check_generated_kernels(runtime, inputs)
+
+
+def test_a_consumer_never_shares_the_single_iteration_of_a_broadcast_loop():
+    """A softmax over rows too long to persist: the per-row max, read from global memory in
+    the sum's kernel, is loaded in one iteration of its unrolled broadcast loop; the exp
+    written beside it reused that loop as its own unrolled one and wrote one element in
+    four (seen on the H100 at [7, 2**20 + 1]; the interpreter shows it at [2, 70001])."""
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        m = fd.ops.broadcast_in_dim(fd.ops.max(t0, [1]), shape=t0.shape(), broadcast_dims=[0])
+        e = fd.ops.exp(fd.ops.sub(t0, m))
+        s = fd.ops.broadcast_in_dim(fd.ops.sum(e, [1]), shape=t0.shape(), broadcast_dims=[0])
+        fd.add_output(fd.ops.div(e, s))
+        fd.add_output(fd.ops.sum(t0, [1]))
+
+    inputs = [_rand(2, 70001)]
+    runtime = _fusion_runtime(build, inputs)
+    assert [g.params.unroll for g in runtime.segmented.groups if g.scheduler.value == "reduction"] == [4, 4]
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0", "kernel_g1", "kernel_g2"]
+
+
 def test_a_looping_outer_reduction_reads_its_bf16_columns_in_16_byte_vectors():
     """Layer norm backward's column sums: bf16 columns beside a float per-row mean and rstd,
     which do not run along the vector axis, go 8 wide (16-byte loads); two rows are
