@@ -241,10 +241,15 @@ def _exprs_feeding_reductions(group: GroupView, members: set[int], reductions: s
 def is_inner_reduction(group: GroupView, reduction: TensorView) -> bool:
     """Whether the reduced axes are the innermost in memory: of the largest group input
     that holds them (its layout is how the data really lies; an inferred hint on an
-    intermediate is not, and a scheduler may drop it), else of the reduction's input."""
+    intermediate is not, and a scheduler may drop it), else of the reduction's input.
+    Largest by the axes it iterates: a [N, 1] per-row mean beside x [N, H] is not x."""
     reduced = reduction_sets(group.id_map, reduction)
     holders = [tv for tv in group.inputs if concrete_sets(group.id_map, tv) & reduced]
-    source: TensorView = max(holders, key=lambda tv: tv.ndim) if holders else reduction.definition.inputs[0]  # type: ignore[union-attr, assignment]
+    source: TensorView = (
+        max(holders, key=lambda tv: (sum(not d.is_broadcast for d in tv.logical), tv.ndim))
+        if holders
+        else reduction.definition.inputs[0]  # type: ignore[union-attr, assignment]
+    )
     required = holders and not source.domain.allocation_is_hint  # a hint is dropped by some kernels
     layout = source.domain.maybe_allocation if required else source.logical
     alloc = [d for d in layout if not d.is_broadcast and not d.is_reduction]

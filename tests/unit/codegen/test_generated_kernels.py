@@ -447,6 +447,30 @@ def test_a_looping_outer_reduction_reads_its_bf16_columns_in_16_byte_vectors():
     assert (params.vectorize, params.unroll) == (8, 2)
 
 
+@pytest.mark.parametrize("mean_first", [False, True])
+def test_a_per_row_input_does_not_make_a_column_sum_an_inner_reduction(mean_first):
+    """Where the reduced axis lies innermost is read from the largest input holding it:
+    x [N, H], not a [N, 1] per-row mean (2 axes too, but one a broadcast), whichever the
+    definition names first (the float column sums of a layer norm backward were scheduled
+    as an inner reduction over N, read element by element)."""
+
+    def build(fd):
+        if mean_first:
+            mean = fd.define_tensor(shape=[-1, 1], contiguity=[True, None], dtype=DataType.Float)
+            x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        else:
+            x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+            mean = fd.define_tensor(shape=[-1, 1], contiguity=[True, None], dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(fd.ops.sub(x, fd.ops.broadcast_in_dim(mean, x.shape(), [0, 1])), [0]))
+
+    x, mean = _rand(2048, 256), _rand(2048, 1)
+    inputs = [mean, x] if mean_first else [x, mean]
+    runtime = _fusion_runtime(build, inputs)
+    (group,) = runtime.segmented.groups
+    assert (group.params.inner, group.params.vectorize, group.params.unroll) == (False, 4, 4)
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
 def test_a_reduction_vector_stays_within_each_axis_merged_into_its_axis():
     """The sum of x [4, 12] with its columns split [2, 6] and the 2 merged with the rows
     to [2, 24]: the vector walks the 24, merged from the 4 rows and the inner 6 of x's
