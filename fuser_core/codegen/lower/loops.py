@@ -82,13 +82,17 @@ class Loops(Arguments):
         self.alloc_depth[tv.name] = depth_of.get(ca - 1, len(self.stack) - 1) if ca > 0 else 0
 
     def _resized(self) -> bool:
-        """Whether any tensor of the kernel is padded, sliced or concatenated (a Resize
-        between its root and loop domains)."""
+        """Whether any tensor of the kernel, inlined ones too (a pad of the [N, 1] input
+        itself), is padded, sliced or concatenated: a Resize between its root and loop
+        domains."""
         if self._any_resize is None:
+            tensors = {
+                id(v): v for e in self.fusion.exprs() for v in (*e.inputs, *e.outputs) if isinstance(v, TensorView)
+            }
             self._any_resize = any(
-                isinstance(e, Resize)
-                for tv in self.materialized
-                for e in transforms_between(tv.domain.maybe_root, tv.loop)
+                isinstance(t, Resize)
+                for tv in tensors.values()
+                for t in transforms_between(tv.domain.maybe_root, tv.loop)
             )
         return self._any_resize
 

@@ -22,7 +22,7 @@ REGISTERS_PER_SM = 65536  # every architecture since Maxwell
 # Registers per thread left beside a persistent kernel's arrays, at the least. ptxas on
 # sm_90 used 9 to 30 more; where that overflows, a few registers spill, and the occupancy
 # the scheduler sized the buffers for still wins (layer norm backward: 256 x 4 blocks at
-# 64 registers with 8 bytes spilled ran 243 -> 220 us against 3 blocks at 78, H100).
+# 64 registers with 8 bytes spilled ran 243 -> 220 us against 3 resident at 78, H100).
 REGISTER_SLACK = 8
 REDUCTION_MAX_THREADS = MAX_THREADS  # the reduction schedulers' largest block
 _BLOCKS = (ParallelType.BIDx, ParallelType.BIDy, ParallelType.BIDz)
@@ -144,7 +144,8 @@ class Reductions(Compute):
         """The blocks per SM `__launch_bounds__` asks the registers to allow: the
         scheduler's target (fusion.min_blocks_per_sm), lowered to what the kernel's own
         register arrays leave room for, with REGISTER_SLACK registers per thread for
-        indices, predicates and temporaries: the arrays themselves never spill."""
+        indices, predicates and temporaries (ptxas may still spill a few bytes of those:
+        8 to 12 on layer norm backward's rows, faster than a block fewer per SM)."""
         wanted = self.fusion.min_blocks_per_sm
         if wanted <= 0:
             return 0

@@ -248,8 +248,58 @@ def test_a_division_by_a_row_value_into_a_narrow_output_multiplies_by_the_recipr
         for g in runtime.segmented.groups
         if generates_kernel(g)
     )
-    assert ("* (1.0f / T" in text) == reciprocal
+    assert ("(1.0f / (T" in text) == reciprocal
     assert bool(re.search(r"(?<!1\.0f) / T", text)) == (not reciprocal)  # an IEEE division
+
+
+@pytest.mark.parametrize("shape", ["also_an_output", "used_by_a_sub", "permuted_divisor"])
+def test_a_division_keeps_its_ieee_form_where_the_reciprocal_could_show(shape):
+    """The quotient also written as a float output, or used by more than a cast (a
+    subtraction could cancel what the product rounds), or a divisor that varies along the
+    innermost axis (permuted after its broadcast): an IEEE division, as written."""
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        s = fd.ops.broadcast_in_dim(fd.ops.sum(t0, dims=[1]), shape=t0.shape(), broadcast_dims=[0])
+        if shape == "permuted_divisor":
+            v = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
+            s = fd.ops.permute(fd.ops.broadcast_in_dim(v, shape=[t0.size(1), t0.size(0)], broadcast_dims=[0]), [1, 0])
+        q = fd.ops.div(t0, s)
+        fd.add_output(fd.ops.cast(q, DataType.BFloat16))
+        if shape == "also_an_output":
+            fd.add_output(q)
+        if shape == "used_by_a_sub":
+            fd.add_output(fd.ops.cast(fd.ops.sub(q, t0), DataType.BFloat16))
+
+    inputs = [_rand(5, 96)] + ([_rand(96)] if shape == "permuted_divisor" else [])
+    runtime = _fusion_runtime(build, inputs)
+    assert check_generated_kernels(runtime, inputs)
+    text = "".join(
+        translation_unit(lower_group(g.fusion, f"k{g.id}", DataType.Int32)).split("__global__")[-1]
+        for g in runtime.segmented.groups
+        if generates_kernel(g)
+    )
+    assert "1.0f /" not in text and " / T" in text
+
+
+def test_a_reciprocal_division_by_a_subnormal_or_huge_row_value_stays_finite():
+    """x / amax(|x|) per row into bf16, with a row of subnormals (amax < 2**-128: 1 / amax
+    alone is inf) and a row near the float limit (1 / amax subnormal): the divisor is
+    scaled by a power of two first, and every row matches the reference's division."""
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        m = fd.ops.broadcast_in_dim(fd.ops.max(fd.ops.abs(t0), dims=[1]), shape=t0.shape(), broadcast_dims=[0])
+        fd.add_output(fd.ops.cast(fd.ops.div(t0, m), DataType.BFloat16))
+
+    x = _rand(4, 64)
+    x[1] *= np.float32(1e-39)
+    x[2] *= np.float32(1e37)
+    x[3, :8] = 0.0
+    runtime = _fusion_runtime(build, [x])
+    assert check_generated_kernels(runtime, [x])
+    text = translation_unit(lower_group(runtime.segmented.groups[0].fusion, "k", DataType.Int32))
+    assert "(1.0f / (T" in text
 
 
 def test_a_group_codegen_cannot_lower_yet_runs_on_the_host_with_its_reason():
@@ -421,6 +471,30 @@ def test_a_consumer_never_shares_the_single_iteration_of_a_broadcast_loop():
     runtime = _fusion_runtime(build, inputs)
     assert [g.params.unroll for g in runtime.segmented.groups if g.scheduler.value == "reduction"] == [4, 4]
     assert check_generated_kernels(runtime, inputs) == ["kernel_g0", "kernel_g1", "kernel_g2"]
+
+
+@pytest.mark.parametrize(("rows", "cols", "left", "persistent"), [(3, 5000, 600, False), (8, 2048, 1500, True)])
+def test_a_padded_per_row_input_keeps_every_iteration_of_its_broadcast_loop(rows, cols, left, persistent):
+    """A [N, 1] value padded into one column of a row: the pad's check `col - left >= 0`
+    fails at the first iterations of the broadcast loop and holds at later ones, so that
+    loop may not shrink to one iteration (the pad is inlined: no materialized tensor of
+    the kernel shows its Resize)."""
+
+    def build(fd):
+        x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        m = fd.define_tensor(shape=[-1, 1], contiguity=[True, None], dtype=DataType.Float)
+        p = fd.ops.pad(m, [left, cols - left - 1], fd.define_scalar(0.0))
+        s = fd.ops.sum(fd.ops.mul(x, p), [1])
+        if persistent:
+            fd.add_output(fd.ops.sub(x, fd.ops.broadcast_in_dim(s, x.shape(), [0])))
+        else:
+            fd.add_output(s)
+
+    inputs = [_rand(rows, cols), _rand(rows, 1)]
+    runtime = _fusion_runtime(build, inputs)
+    (group,) = runtime.segmented.groups
+    assert group.scheduler.value == ("inner_persistent" if persistent else "reduction")
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
 
 
 def test_a_looping_outer_reduction_reads_its_bf16_columns_in_16_byte_vectors():
