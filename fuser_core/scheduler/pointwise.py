@@ -99,6 +99,9 @@ class PointwiseScheduler:
         scalar_access: list[int] = []
         through_resize = False
         for tv in (*group.inputs, *group.outputs):
+            if _broadcast_downstream(group, tv, inner_set):
+                scalar_access.append(tv.name)  # one of its reads is constant along the lanes
+                continue
             extent = _inner(group, info, tv, inner_set)
             if extent is None and amounts is not None:
                 # Along the inner axis only through pads, slices and cats: vectors stay
@@ -312,6 +315,35 @@ def _inner(group: GroupView, info: RuntimeInfo, tv: TensorView, inner_set: int) 
     if inner_set not in concrete_sets(group.id_map, tv):
         return None
     return common.inner_extent(group, info, tv, inner_set)
+
+
+def _broadcast_downstream(group: GroupView, tv: TensorView, inner_set: int) -> bool:
+    """Whether a tensor computed from `tv` is broadcast along the reference's inner axis
+    while `tv` runs along it (directly or through resizes). Each use path is its own read of `tv` at the reference's
+    loop: on that path all lanes of a vector stand for one element of `tv` (a [3, 2] x
+    reshaped to [6] and broadcast to [1, 6, 1] beside x broadcast to [3, 1, 2]: the
+    lanes walk the inner 2, the reshaped read stays put), so a vector load there reads
+    neighbours it must not (past the end at the last element: fuzz seed 25 case 811)."""
+    if not _through_resizes(concrete_sets(group.id_map, tv), _resize_links(group)) & {inner_set}:
+        return False
+    members = {id(e) for e in group.exprs}
+    seen: set[int] = set()
+    stack = [tv]
+    while stack:
+        current = stack.pop()
+        for use in current.uses:
+            if id(use) not in members:
+                continue
+            for out in use.outputs:
+                if not isinstance(out, TensorView) or out.name in seen:
+                    continue
+                seen.add(out.name)
+                if inner_set not in concrete_sets(group.id_map, out) and any(
+                    inner_set in group.links.get(group.id_map.exact(d), ()) for d in out.logical if d.is_broadcast
+                ):
+                    return True
+                stack.append(out)
+    return False
 
 
 def _product(info: RuntimeInfo, dims: list) -> int:  # type: ignore[type-arg]

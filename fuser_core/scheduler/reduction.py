@@ -245,7 +245,8 @@ class ReductionScheduler:
         reference = sums_of.get(params.reference) or _reduction_tensor(common.tensor_named(fusion, params.reference))
         sources = {cache.name: cache.definition.inputs[0] for cache in caches.inputs}  # type: ignore[union-attr]
         # (before the reference is transformed and rfactored: its logical axes are the group's)
-        scalar = _broadcast_along_vectors(fusion, reference, params.inner, list(sources.values()))  # type: ignore[arg-type]
+        outputs = [tv for tv in fusion.outputs if isinstance(tv, TensorView)]
+        scalar = _broadcast_along_vectors(fusion, reference, params.inner, [*sources.values(), *outputs])  # type: ignore[list-item]
         iteration_positions = _schedule_reference(reference, params)
         serial = [p for p, d in enumerate(reference.loop) if d.is_reduction and _is_serial(d.parallel_type)]
         partial = rfactor(reference, serial) if isinstance(reference.definition, ReductionOp) and serial else reference
@@ -258,8 +259,11 @@ class ReductionScheduler:
         limits.update(dict.fromkeys(params.buffers, iteration_positions))
         limits.update(dict.fromkeys(params.kept_results, iteration_positions))
         # Global loads and stores both go in vectors (16-byte stores, not one store per element).
+        # An output holding no axis of the vector's chain (a [rows, 2] input's pointwise
+        # result beside an outer sum whose vector walks another axis) has its lanes on
+        # other axes, elements apart: it is stored element by element (seed 25 case 662).
         vectorized = {name for name, source in sources.items() if source.name not in scalar} | {
-            tv.name for tv in fusion.outputs if isinstance(tv, TensorView)
+            tv.name for tv in outputs if tv.name not in scalar
         }
         common.propagate_from(fusion, partial, vectorized=vectorized, scheduled=scheduled)
         _limit_to_own_iteration_loops(fusion, partial, iteration_positions, limits)
@@ -668,7 +672,7 @@ def _chain_extents(group: GroupView, info: RuntimeInfo, chain: list[int], key: i
 
 
 def _broadcast_along_vectors(fusion: Fusion, ref: TensorView, inner: bool, inputs: list[TensorView]) -> set[int]:
-    """The inputs (by name) holding no axis of the vector's chain, read element by
+    """The inputs or outputs (by name) holding no axis of the vector's chain, read element by
     element: constant along the vector axis (one element stands for a whole vector of the
     others), or along it only through a reshape's outer part (its lanes lie apart)."""
     vector_axis = _vector_axis(ref, inner)

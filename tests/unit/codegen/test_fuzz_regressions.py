@@ -680,3 +680,49 @@ def test_an_output_strided_along_a_reductions_vector_axis_keeps_the_width_at_one
     np.testing.assert_allclose(total, x.reshape(2, 2).astype(np.float32).sum(axis=1), rtol=1e-3, atol=1e-3)
     np.testing.assert_array_equal(transposed, x.reshape(2, 2).T)
     np.testing.assert_array_equal(flat, x)
+
+
+# -- seed 25 on the H100: cases 811 and 662 -------------------------------------------------
+
+
+def test_an_input_also_read_through_a_broadcast_along_the_vector_axis_is_read_element_by_element():
+    # x [3, 2] broadcast to [3, 1, 2] or-ed with not(not(x)) reshaped to [6] and broadcast
+    # to [1, 6, 1]: the vectors walk the inner 2, which x holds, so x was loaded in vectors;
+    # but on the reshaped path both lanes stand for one element of x, and the load there
+    # read it and its neighbour (past the end at the last one: misaligned on the H100,
+    # wrong values besides; seed 25 case 811)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Bool, stride_order=[1, 0])
+        t3 = fd.ops.broadcast(t0, is_broadcast_dim=[False, True, False])
+        t5 = fd.ops.reshape(fd.ops.logical_not(fd.ops.bitwise_not(t0)), new_shape=[6])
+        t9 = fd.ops.broadcast(fd.ops.reshape(t5, new_shape=[6]), is_broadcast_dim=[True, False, True])
+        fd.add_output(fd.ops.logical_or(t3, t9))
+        fd.add_output(t5)
+
+    x = RNG.random((3, 2)) < 0.5
+    runtime, _ = _runtime(build, [x])
+    params = runtime.segmented.groups[0].params
+    assert params.vectorize == 2  # the output is still stored in vectors
+    out, flat = _check(build, [x])
+    np.testing.assert_array_equal(out, x[:, None, :] | x.reshape(6)[None, :, None])
+    np.testing.assert_array_equal(flat, x.reshape(6))
+
+
+def test_an_output_without_a_reductions_vector_axis_is_stored_element_by_element():
+    # min(y, 5) [129, 2] is an output beside the sum over dim 1 of x [129, 2, 2] plus its
+    # broadcast: the outer sum's vectors walk x's inner 2, which the output lacks, so its
+    # lanes were rows 2 elements apart, stored as one vector of consecutive elements
+    # (misaligned on the H100, past the end at the last row; seed 25 case 662)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, 2], contiguity=[True, True, True], dtype=DataType.Int32)
+        t1 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Int32)
+        t2 = fd.ops.minimum(t1, fd.define_scalar(5, dtype=DataType.Int32))
+        t6 = fd.ops.broadcast_in_dim(t2, shape=[t0.size(0), t0.size(1), t0.size(2)], broadcast_dims=[0, 1])
+        fd.add_output(fd.ops.sum(fd.ops.add(t0, t6), dims=[1], keepdim=False, dtype=DataType.Null))
+        fd.add_output(t2)
+
+    x = RNG.integers(-9, 9, (129, 2, 2)).astype(np.int32)
+    y = RNG.integers(-9, 9, (129, 2)).astype(np.int32)
+    total, low = _check(build, [x, y])
+    np.testing.assert_array_equal(low, np.minimum(y, 5))
+    np.testing.assert_array_equal(total, (x + np.minimum(y, 5)[:, :, None]).sum(axis=1))
