@@ -220,6 +220,15 @@ def test_pow_by_a_small_integer_literal_is_multiplied_out(dtype):
     assert text.count(f"{pow_name}(") == 1  # only the 2.5
 
 
+def _kernel_bodies(runtime):
+    """The CUDA of every generated kernel of the run, after its header."""
+    return "".join(
+        translation_unit(lower_group(g.fusion, f"k{g.id}", DataType.Int32)).split("__global__")[-1]
+        for g in runtime.segmented.groups
+        if generates_kernel(g)
+    )
+
+
 @pytest.mark.parametrize(
     ("out_dtype", "row_divisor", "reciprocal"),
     [
@@ -243,11 +252,7 @@ def test_a_division_by_a_row_value_into_a_narrow_output_multiplies_by_the_recipr
     inputs = [_rand(6, 300).astype(DataType.BFloat16.numpy)]
     runtime = _fusion_runtime(build, inputs)
     assert check_generated_kernels(runtime, inputs)
-    text = "".join(
-        translation_unit(lower_group(g.fusion, f"k{g.id}", DataType.Int32)).split("__global__")[-1]
-        for g in runtime.segmented.groups
-        if generates_kernel(g)
-    )
+    text = _kernel_bodies(runtime)
     assert ("(1.0f / (T" in text) == reciprocal
     assert bool(re.search(r"(?<!1\.0f) / T", text)) == (not reciprocal)  # an IEEE division
 
@@ -274,11 +279,7 @@ def test_a_division_keeps_its_ieee_form_where_the_reciprocal_could_show(shape):
     inputs = [_rand(5, 96)] + ([_rand(96)] if shape == "permuted_divisor" else [])
     runtime = _fusion_runtime(build, inputs)
     assert check_generated_kernels(runtime, inputs)
-    text = "".join(
-        translation_unit(lower_group(g.fusion, f"k{g.id}", DataType.Int32)).split("__global__")[-1]
-        for g in runtime.segmented.groups
-        if generates_kernel(g)
-    )
+    text = _kernel_bodies(runtime)
     assert "1.0f /" not in text and " / T" in text
 
 
