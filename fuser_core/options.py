@@ -60,6 +60,7 @@ class DisableOption(enum.Enum):
     vectorization = "schedule every global access element by element (vector width 1)"
     segmentation = "refuse a fusion that does not fit one kernel instead of cutting it, naming each scheduler's reason"
     shared_persistence = "keep inner persistent rows in registers even where they spill (not in shared memory)"
+    rereading = "keep every inner normalization persistent: never re-read its rows after a reduction instead"
 
 
 # Device models the schedulers can size heuristics for instead of the GPU's own

@@ -507,6 +507,7 @@ def _input_key_diff(new: tuple[Any, ...], old: tuple[Any, ...]) -> list[str]:
                     "int64 indexing",
                     "kernel choice",
                     "shared-memory persistence",
+                    "re-reading rows",
                 ),
                 dataclasses.astuple(flags),
                 dataclasses.astuple(old[7]),

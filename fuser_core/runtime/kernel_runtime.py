@@ -78,6 +78,7 @@ class CompileFlags:
     int64_index: bool = False
     kernel_choice: bool = False  # schedule (and on the GPU compile and time) each group's candidates
     shared_persistence: bool = True  # inner persistent rows in shared memory where registers would spill
+    rereading: bool = True  # inner normalizations may re-read their rows (scheduler.rereading)
 
     @staticmethod
     def of(opts: Options) -> CompileFlags:
@@ -88,6 +89,7 @@ class CompileFlags:
             opts.is_enabled(EnableOption.int64_index),
             opts.is_enabled(EnableOption.kernel_choice),
             not opts.is_disabled(DisableOption.shared_persistence),
+            not opts.is_disabled(DisableOption.rereading),
         )
 
 
@@ -107,6 +109,7 @@ def compile_fusion(
         index_type,
         vectorize=flags.vectorize,
         shared_persistence=flags.shared_persistence,
+        rereading=flags.rereading,
     )
     segmented = segment(fusion, info, allow_segmentation=flags.segment)
     schedule_groups(segmented)
@@ -165,6 +168,7 @@ class FusionKernelRuntime:
             self.signature.index_type,
             vectorize=self.flags.vectorize,
             shared_persistence=self.flags.shared_persistence,
+            rereading=self.flags.rereading,
         )
 
     @property

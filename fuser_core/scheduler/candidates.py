@@ -4,10 +4,11 @@ multi-kernel; the enable option `kernel_choice`).
 Where the best schedule of a group depends on sizes that the heuristic can only guess
 at, it names the alternatives worth timing besides its own choice:
 
-- an inner persistent normalization: the persistent schedule (a row held in registers,
-  read once) and the non-persistent one (the reduction schedule: every pass over the row
-  re-reads the inputs, so nothing is held across the reductions, and no grid split,
-  which a row broadcast back to its own blocks cannot have);
+- an inner normalization: the persistent schedule (a row held in registers, read once)
+  and the non-persistent one (the reduction schedule: every pass over the row re-reads
+  the inputs, so nothing is held across the reductions, and no grid split, which a row
+  broadcast back to its own blocks cannot have), whichever the heuristic did not pick
+  (scheduler.rereading);
 - a plain reduction with too few rows or columns to fill the GPU: with a grid split
   (blockIdx.y along the reduction, partial results combined through a global work
   buffer) and without one, whichever the heuristic did not pick.
@@ -22,8 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fuser_core.scheduler.base import HeuristicParams, SchedulerType
+from fuser_core.scheduler.checks import needs_persistence
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
-from fuser_core.scheduler.reduction import ReductionParams, ReductionScheduler, _pow2_floor
+from fuser_core.scheduler.reduction import InnerPersistentScheduler, ReductionParams, ReductionScheduler, _pow2_floor
 
 MAX_GRID = 65535
 
@@ -45,7 +47,8 @@ def heuristic_candidates(
     alternatives = _alternatives(scheduler, group, info, params)
     if not alternatives:
         return ()
-    return (ScheduleCandidate(label(params), scheduler, params), *alternatives)
+    own = "non-persistent" if not params.persistent and needs_persistence(group) else label(params)
+    return (ScheduleCandidate(own, scheduler, params), *alternatives)
 
 
 def label(params: ReductionParams) -> str:
@@ -65,6 +68,11 @@ def _alternatives(
         return [ScheduleCandidate("non-persistent", SchedulerType.reduction, looped)]
     if scheduler != SchedulerType.reduction:
         return []  # outer persistent: its non-persistent form is not generated yet
+    if needs_persistence(group):  # an inner normalization that re-reads its row (rereading)
+        held = InnerPersistentScheduler()
+        if held.run_time_check(group, info) is not None:
+            return []
+        return [ScheduleCandidate("persistent", SchedulerType.inner_persistent, held.heuristics(group, info))]
     grid = 1 if params.grid_reduction > 1 else grid_split_to_try(params, info.device.sm_count)
     if grid == params.grid_reduction:
         return []

@@ -44,6 +44,7 @@ from fuser_core.scheduler.persistent_budget import (
     PersistentSplit,
     choose_split,
 )
+from fuser_core.scheduler.rereading import has_exp, why_hold
 from fuser_core.scheduler.tensor_ops import rfactor
 from fuser_core.scheduler.welford_translation import translatable_in, translate_welfords
 
@@ -146,7 +147,8 @@ class ReductionScheduler:
         if only_broadcast is not None:
             return reject(self.type, only_broadcast, RejectCategory.disjoint_domains)
         persistent = needs_persistence(group)
-        if persistent and not self.persistent:
+        # An inner normalization may re-read its row instead (rereading): sizes decide.
+        if persistent and not self.persistent and not is_inner_reduction(group, reference):
             return reject(self.type, "need persistent buffers that reduction scheduler doesn't handle")
         if not persistent and self.persistent:
             return reject(self.type, "no persistent buffer: the reduced axes are not used after the reduction")
@@ -157,7 +159,12 @@ class ReductionScheduler:
 
     def run_time_check(self, group: GroupView, info: RuntimeInfo) -> Rejection | None:
         if not self.persistent:
-            return None
+            if not needs_persistence(group):
+                return None
+            hold = why_hold(group, info, group.reduction_tvs()[0])
+            if hold is None:
+                return None
+            return reject(self.type, f"need persistent buffers that reduction scheduler doesn't handle: {hold}")
         row_bytes = _buffer_bytes_per_row(group, info)
         if row_bytes > info.device.shared_memory_per_block:
             return reject(
@@ -187,7 +194,11 @@ class ReductionScheduler:
         inner = is_inner_reduction(group, reference)
         rows = max(1, info.numel(reference))
         length = max(1, info.numel(reference, include_reductions=True) // rows)
-        vectorize = _vector_width(group, info, reference, inner, length, rows, self.persistent)
+        # A normalization re-reading its row (rereading) sizes its vectors as a persistent one.
+        normalization = self.persistent or needs_persistence(group)
+        vectorize = _vector_width(group, info, reference, inner, length, rows, normalization)
+        if grid is None and normalization:
+            grid = 1  # a row re-read after its reduction needs the whole row's result in its block
         if inner and self.persistent:
             return _inner_persistent_params(group, info, reference, rows, length, vectorize)
         if inner:
@@ -318,7 +329,7 @@ def _inner_persistent_params(
     per_row_inputs = _per_row_inputs(group, ref)
     held = _register_bytes_per_element(group, per_row_inputs)
     per_row = sum(-(-tv.dtype.itemsize // 4) for tv in per_row_inputs)  # registers, whatever the batch
-    split = choose_split(lanes, rows, held * vec, _has_exp(group), info.device, row_registers=per_row)
+    split = choose_split(lanes, rows, held * vec, has_exp(group), info.device, row_registers=per_row)
     row_bytes = _buffer_bytes_per_row(group, info)
     # A buffer that is an input as read (float logits, no cast) would be its vector-loaded
     # copy in shared memory, which codegen does not make yet: such rows stay in registers.
@@ -335,7 +346,7 @@ def _inner_persistent_params(
             lanes,
             rows,
             max(1, held - buffer_bytes) * vec,
-            _has_exp(group),
+            has_exp(group),
             info.device,
             shared_bytes_per_row=row_bytes,
             row_registers=per_row,
@@ -364,7 +375,7 @@ def _kept_results(group: GroupView, split: PersistentSplit, vec: int) -> tuple[i
     beats spilling: cross-entropy's 50k-wide rows)."""
     kept = costly_between_reductions(group)
     registers = -(-split.batch * vec * sum(tv.dtype.itemsize for tv in kept) // 4)
-    overhead = REGISTER_OVERHEAD_EXP if _has_exp(group) else REGISTER_OVERHEAD
+    overhead = REGISTER_OVERHEAD_EXP if has_exp(group) else REGISTER_OVERHEAD
     if not kept or split.spare_registers - registers < overhead:
         return ()
     return tuple(tv.name for tv in kept)
@@ -395,10 +406,6 @@ def _per_row_inputs(group: GroupView, ref: TensorView) -> list[TensorView]:
         and tv.ndim > 0
         and all(group.id_map.exact(d) in rows for d in tv.logical if not d.is_broadcast)
     ]
-
-
-def _has_exp(group: GroupView) -> bool:
-    return any(getattr(getattr(e, "op_type", None), "name", "") in ("Exp", "Exp2", "Expm1") for e in group.exprs)
 
 
 def _pad_threads(tv: TensorView, padded: int) -> None:
@@ -628,8 +635,9 @@ def _vector_width(
         if is_reduced != inner:
             break
         contiguous *= max(1, info.extent(dim))
-    # An inner persistent kernel sizes its vectors by the tensors it reads and writes along
-    # the row (bf16 rows in 8-wide vectors even with float mean and rstd outputs), a
+    # A normalization (`persistent`: one that holds its row or re-reads it) sizes its vectors
+    # by the tensors it reads and writes along the row (bf16 rows in 8-wide vectors even
+    # with float mean and rstd outputs, or beside cross-entropy's int64 labels), a
     # looping outer reduction by those along its columns (layer norm backward's bf16
     # columns 8 wide beside the float per-row mean: 16-byte loads; _outer_params then
     # unrolls fewer rows, so a thread's loads in flight keep their registers).

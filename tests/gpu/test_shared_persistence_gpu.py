@@ -40,11 +40,18 @@ def test_cross_entropy_bwd_with_its_rows_in_shared_memory_matches_numpy(rows, co
     logits = (rng.standard_normal((rows, cols)) * 3).astype(DataType.BFloat16.numpy)
     labels = rng.integers(0, cols, rows).astype(np.int64)
     grad = rng.standard_normal(rows).astype(DataType.BFloat16.numpy)
-    with use_options(backend="cuda"):
+    # held in shared memory only with re-reading disabled (scheduler.rereading re-reads bf16 rows)
+    with use_options(backend="cuda", disable=["rereading"]):
         (got,) = loaded.fd.execute([_to_device(logits), _to_device(labels), _to_device(grad)])
     report = loaded.fd.executor_cache.last_report
     assert report.runtime.backend_name == "cuda"
     (group,) = report.runtime.segmented.groups
     assert group.scheduler.value == "inner_persistent" and group.params.buffer_in_shared_memory
     expected = _numpy_reference(logits, labels, grad)
+    np.testing.assert_allclose(_host(got, DataType.BFloat16).astype(np.float64), expected, rtol=2**-7, atol=1e-6)
+    # and re-read, as it runs by default
+    with use_options(backend="cuda"):
+        (got,) = loaded.fd.execute([_to_device(logits), _to_device(labels), _to_device(grad)])
+    (group,) = loaded.fd.executor_cache.last_report.runtime.segmented.groups
+    assert group.scheduler.value == "reduction" and not group.params.persistent
     np.testing.assert_allclose(_host(got, DataType.BFloat16).astype(np.float64), expected, rtol=2**-7, atol=1e-6)

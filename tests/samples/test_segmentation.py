@@ -30,7 +30,7 @@ GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden" / "data" / "samples"
 # The kernels each sample becomes, in run order: the issue's expectations.
 EXPECTED_SCHEDULERS = {
     "bias_residual_layer_norm": ["inner_persistent"],
-    "cross_entropy_bwd": ["inner_persistent"],
+    "cross_entropy_bwd": ["reduction"],
     "dynamic_reshape": ["inner_persistent"],
     "gelu_tanh_fwd": ["pointwise"],
     "issue785_gelu_bias_bwd": ["reduction", "pointwise"],
@@ -43,7 +43,7 @@ EXPECTED_SCHEDULERS = {
     "rope_issue2795": ["pointwise"],
     "rope_litgpt": ["pointwise"],
     "segment_set_log_softmax": ["pointwise", "inner_persistent"],
-    "softmax": ["inner_persistent"],
+    "softmax": ["reduction"],
     "transpose_add": ["transpose"],
     "var_mean": ["inner_persistent"],
 }
@@ -124,13 +124,24 @@ def test_transpose_stages_the_transposed_input_through_shared_memory():
 
 
 def test_inner_persistent_keeps_the_row_in_registers_and_reads_it_once():
-    runtime, _ = sample_runtime("softmax")
+    runtime, _ = sample_runtime("layer_norm_fwd")
     (group,) = runtime.segmented.groups
     params = group.params
     assert params.persistent and params.inner and not params.buffer_in_shared_memory  # type: ignore[attr-defined]
     assert params.vectorize == 8  # 16-byte bf16 loads  # type: ignore[attr-defined]
-    reads = [e for e in group.fusion.exprs() if e.op_name == "set" and e.inputs[0] in group.fusion.inputs]
-    assert len(reads) == 1  # the input is loaded once, then reused after both reductions
+    row = group.fusion.inputs[0]
+    reads = [e for e in group.fusion.exprs() if e.op_name == "set" and e.inputs[0] is row]
+    assert len(reads) == 1  # the row is loaded once, then reused after the reductions
+
+
+def test_softmax_re_reads_its_bf16_rows():
+    """An exp normalization of 16-bit rows of 1024 takes the non-persistent schedule
+    (scheduler.rereading): the row is read again after each reduction, nothing is held."""
+    runtime, _ = sample_runtime("softmax")
+    (group,) = runtime.segmented.groups
+    params = group.params
+    assert group.scheduler.value == "reduction" and not params.persistent and params.buffers == ()  # type: ignore[attr-defined]
+    assert params.vectorize == 8 and params.grid_reduction == 1  # type: ignore[attr-defined]
 
 
 DUMPS = {

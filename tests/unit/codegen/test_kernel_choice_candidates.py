@@ -31,7 +31,7 @@ EXPECTED = {
         0: ["persistent", "non-persistent"],
         1: ["no grid split", "grid split 2"],
     },
-    "cross_entropy_bwd": {0: ["persistent", "non-persistent"]},
+    "cross_entropy_bwd": {0: ["non-persistent", "persistent"]},  # its 32064-wide bf16 rows re-read
     "dynamic_reshape": {0: ["persistent", "non-persistent"]},
     "segment_set_log_softmax": {1: ["persistent", "non-persistent"]},
     "var_mean": {0: ["persistent", "non-persistent"]},

@@ -51,8 +51,10 @@ TORCH = {"Float": "float32", "BFloat16": "bfloat16"}
 
 @pytest.fixture(autouse=True)
 def shared_persistence(monkeypatch):
-    """The shared-memory path is on unless disabled: none of these tests disables it."""
-    monkeypatch.delenv("FUSER_DISABLE", raising=False)
+    """The shared-memory path is on unless disabled: none of these tests disables it. Each
+    holds its rows: bf16 exp normalizations of long rows would re-read them instead
+    (scheduler.rereading), so that is disabled."""
+    monkeypatch.setenv("FUSER_DISABLE", "rereading")
     monkeypatch.delenv("NVFUSER_DISABLE", raising=False)
 
 

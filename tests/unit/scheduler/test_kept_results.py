@@ -57,8 +57,11 @@ def test_log_softmax_keeps_nothing_it_does_not_read_twice():
     assert check_generated_kernels(runtime, [x]) == ["kernel_g0"]
 
 
-def test_the_softmax_sample_keeps_its_exp():
-    runtime, _ = runtime_and_inputs(SAMPLES_DIR / "softmax.py")
+def test_the_softmax_sample_keeps_its_exp_where_it_holds_its_rows():
+    # rows of 512: held (at its own 1024, bf16 rows are re-read: scheduler.rereading)
+    text = (SAMPLES_DIR / "softmax.py").read_text().replace("1024, 1024", "1024, 512")
+    runtime, _ = runtime_and_inputs(text)
     (group,) = runtime.segmented.groups
+    assert group.scheduler.value == "inner_persistent"
     assert len(group.params.kept_results) == 1
     assert ("kept_results", group.params.kept_results) in group.params.shown()

@@ -58,21 +58,35 @@ def test_few_rows_get_big_blocks():
     assert split.threads >= 512
 
 
-def _kernels(name):
-    runtime, _ = runtime_and_inputs(SAMPLES_DIR / f"{name}.py")
+def _kernels(name, edits=()):
+    text = (SAMPLES_DIR / f"{name}.py").read_text()
+    for old, new in edits:
+        text = text.replace(old, new, 1)
+    runtime, _ = runtime_and_inputs(text)
     for group in runtime.segmented.groups:
         if generates_kernel(group) and group.params.scheduler.value == "inner_persistent":
             yield group, lower_group(group.fusion, f"k_{name}", index_dtype(runtime.signature.index_type))
 
 
+# float logits: a persistent kernel (its bf16 logits are re-read instead: scheduler.rereading)
+FLOAT_LOGITS = (
+    (
+        "dtype=DataType.BFloat16, is_cpu=False, stride_order=[1, 0]",
+        "dtype=DataType.Float, is_cpu=False, stride_order=[1, 0]",
+    ),
+    ("torch.randn(4096, 32064, dtype=torch.bfloat16", "torch.randn(4096, 32064, dtype=torch.float32"),
+)
+
+
 def test_cross_entropy_runs_a_warp_multiple_block_with_its_lanes_predicated():
-    (group, kernel), *_ = list(_kernels("cross_entropy_bwd"))
+    (group, kernel), *_ = list(_kernels("cross_entropy_bwd", FLOAT_LOGITS))
     assert group.params.padded_threads % 32 == 0  # never 501 threads
     padded = [d for d in kernel.launch if d.hardware == "threadIdx.x" and d.padded]
     assert [int(d.extent.value) for d in padded] == [group.params.padded_threads]
     assert kernel.max_threads == group.params.padded_threads
     text = print_kernel(kernel)
-    assert "if (i" in text and "< ceilDiv(ceilDiv(T0.logical_size[1], 8), " in text  # the guard of padded lanes
+    vector = group.params.vectorize
+    assert "if (i" in text and f"< ceilDiv(ceilDiv(T0.logical_size[1], {vector}), " in text  # the guard of padded lanes
 
 
 def test_layer_norm_asks_for_the_blocks_its_registers_allow():

@@ -1,0 +1,152 @@
+"""Which inner normalizations re-read their row instead of holding it (scheduler.rereading):
+exp normalizations of 16-bit rows of 1024 elements or more go to the reduction scheduler's
+non-persistent schedule; the others stay persistent, and the reduction scheduler's
+run-time rejection says why. The re-reading kernels are checked on the interpreter."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from fuser_core import DataType, FusionDefinition, use_options
+from fuser_core.runtime.arguments import convert_inputs
+from fuser_core.scheduler.candidates import heuristic_candidates
+from fuser_core.scheduler.group_view import GroupView
+from fuser_core.scheduler.reduction import ReductionScheduler
+from fuser_core.scheduler.registry import verdict
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
+from kernels_check import check_generated_kernels
+
+RNG = np.random.default_rng(5)
+
+
+def softmax(dtype: DataType) -> FusionDefinition:
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
+        x = fd.ops.cast(t0, DataType.Float) if dtype != DataType.Float else t0
+        e = fd.ops.exp(fd.ops.sub(x, fd.ops.max(x, dims=[1], keepdim=True)))
+        fd.add_output(fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)), dtype))
+    return fd
+
+
+def layer_norm(dtype: DataType) -> FusionDefinition:
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
+        x = fd.ops.cast(t0, DataType.Float)
+        var, mean = fd.ops.var_mean(x, dims=[1], correction=0, keepdim=True)
+        y = fd.ops.mul(fd.ops.sub(x, mean), fd.ops.rsqrt(fd.ops.add(var, fd.define_scalar(1e-5))))
+        fd.add_output(fd.ops.cast(fd.ops.exp(y), dtype))
+    return fd
+
+
+def rms_norm(dtype: DataType) -> FusionDefinition:
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
+        x = fd.ops.cast(t0, DataType.Float)
+        fd.add_output(
+            fd.ops.cast(fd.ops.mul(x, fd.ops.rsqrt(fd.ops.sum(fd.ops.mul(x, x), dims=[1], keepdim=True))), dtype)
+        )
+    return fd
+
+
+def data(shape: list[int], dtype: DataType) -> np.ndarray:
+    values = RNG.standard_normal(shape).astype(np.float32)
+    return values.astype(ml_dtypes.bfloat16) if dtype == DataType.BFloat16 else values
+
+
+def runtime_of(fd: FusionDefinition, x: np.ndarray, enable: tuple[str, ...] = ()) -> Any:
+    with use_options(device_model="h100_sxm", backend="reference", enable=list(enable)):
+        return fd.runtime_for([x])
+
+
+def view_and_info(runtime: Any, x: np.ndarray) -> tuple[GroupView, Any]:
+    (group,) = runtime.segmented.groups
+    info = runtime.runtime_info(convert_inputs(runtime.segmented.complete, [x]))
+    return runtime.segmented.view(group), info
+
+
+def reduction_rejection(runtime: Any, x: np.ndarray) -> str:
+    """Why the reduction scheduler left the group to the persistent one."""
+    rejection = verdict(ReductionScheduler(), *view_and_info(runtime, x))
+    assert rejection is not None and rejection.at_run_time
+    return rejection.reason
+
+
+def test_a_bf16_softmax_over_long_rows_re_reads_them():
+    runtime = runtime_of(softmax(DataType.BFloat16), data([4, 2048], DataType.BFloat16))
+    (group,) = runtime.segmented.groups
+    assert group.scheduler.value == "reduction"
+    assert not group.params.persistent and group.params.inner and group.params.vectorize == 8
+    assert group.params.buffers == ()
+
+
+def test_few_long_rows_re_read_get_no_grid_split():
+    # two rows would take blockIdx.y along a plain reduction; a row re-read after its
+    # reductions needs their results in its own block
+    runtime = runtime_of(softmax(DataType.BFloat16), data([2, 40000], DataType.BFloat16))
+    (group,) = runtime.segmented.groups
+    assert group.scheduler.value == "reduction" and group.params.grid_reduction == 1
+
+
+@pytest.mark.parametrize(
+    ("make", "dtype", "shape", "reason"),
+    [
+        (softmax, DataType.Float, [4, 2048], "T0 read in 4-byte elements"),
+        (softmax, DataType.BFloat16, [4, 512], "rows of 512 elements, under 1024"),
+        (layer_norm, DataType.BFloat16, [4, 2048], "a Welford"),
+        (rms_norm, DataType.BFloat16, [4, 2048], "no exp"),
+    ],
+)
+def test_the_others_hold_their_row_and_say_why(make, dtype, shape, reason):
+    x = data(shape, dtype)
+    runtime = runtime_of(make(dtype), x)
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["inner_persistent"]
+    text = reduction_rejection(runtime, x)
+    assert text.startswith("need persistent buffers that reduction scheduler doesn't handle: ")
+    assert reason in text
+
+
+def test_new_sizes_under_the_threshold_go_back_to_holding_the_row():
+    fd = softmax(DataType.BFloat16)
+    with use_options(device_model="h100_sxm", backend="reference"):
+        for shape, expected in (([3, 1024], "reduction"), ([3, 256], "inner_persistent")):
+            x = data(shape, DataType.BFloat16)
+            (out,) = fd.execute([x])
+            (group,) = fd.executor_cache.last_report.runtime.segmented.groups
+            assert group.scheduler.value == expected
+            wide = x.astype(np.float32)
+            e = np.exp(wide - wide.max(axis=1, keepdims=True))
+            np.testing.assert_allclose(out.astype(np.float32), e / e.sum(axis=1, keepdims=True), rtol=1e-2, atol=1e-3)
+
+
+def test_the_kernel_choice_offers_the_persistent_schedule_as_the_alternative():
+    runtime = runtime_of(softmax(DataType.BFloat16), data([4, 2048], DataType.BFloat16), ("kernel_choice",))
+    (group,) = runtime.segmented.groups
+    assert [(c.label, c.scheduler.value) for c in group.candidates] == [
+        ("non-persistent", "reduction"),
+        ("persistent", "inner_persistent"),
+    ]
+    assert group.candidates[1].params.persistent
+
+
+def test_no_persistent_alternative_where_the_row_outgrows_shared_memory():
+    fd = softmax(DataType.BFloat16)
+    x = data([2, 160000], DataType.BFloat16)  # 625 KiB of float row: more than a block's shared memory
+    runtime = runtime_of(fd, x)
+    (group,) = runtime.segmented.groups
+    assert group.scheduler.value == "reduction"
+    assert heuristic_candidates(group.scheduler, *view_and_info(runtime, x), group.params) == ()
+
+
+@pytest.mark.parametrize("shape", [[3, 1040], [2, 1100]])
+def test_the_re_reading_kernel_agrees_with_the_reference(shape):
+    x = data(shape, DataType.BFloat16)
+    runtime = runtime_of(softmax(DataType.BFloat16), x)
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["reduction"]
+    assert check_generated_kernels(runtime, [x]) == ["kernel_g0"]
