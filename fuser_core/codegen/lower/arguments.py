@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.elementwise import _convert_const, _elementwise
-from fuser_core.codegen.lower.model import HARDWARE, INDEX, Instance, _Scope, concrete
+from fuser_core.codegen.lower.model import HARDWARE, INDEX, Instance, _Scope, concrete, read_by_writers
 from fuser_core.codegen.lower.order import _hoisted
 from fuser_core.codegen.simplify import const_value
 from fuser_core.errors import InternalError
@@ -143,4 +143,19 @@ class Arguments:
         return any(const_value(self.extent(concrete(d))) is None for d in serial)
 
     def _own_coords_roots(self, tv: TensorView) -> bool:
-        return tv in self.outputs or tv.memory_type == MemoryType.Shared
+        """Whether `tv` is computed at the coordinates of its own loops: an output, and a
+        shared tile, unless it is a row its threads read back at the slots they stored
+        (a persistent buffer) along loops of its that are narrower than the ones it runs
+        in (narrower_loops): those slots hold the coordinates its consumers read there."""
+        if tv in self.outputs:
+            return True
+        return tv.memory_type == MemoryType.Shared and not (read_by_writers(tv) and self.narrower_loops(tv))
+
+    def narrower_loops(self, tv: TensorView) -> bool:
+        """Whether a loop ID of `tv` is shorter than the loop it runs in (its concrete ID),
+        as where a merge took in a broadcast axis the reference iterates (a weight [1, 1, H]
+        beside rows merged from [A, H]: its merge covers H, the loop A * H). Its own loop
+        indices then do not give the coordinates its consumers read at the same slots."""
+        return any(
+            not d.is_broadcast and concrete(d) is not d and self.extent(d) != self.extent(concrete(d)) for d in tv.loop
+        )

@@ -21,7 +21,7 @@ from fuser_core.codegen.lower.model import (
 )
 from fuser_core.codegen.lower.predicates import Predicates, _propagate_overflow, first_lanes
 from fuser_core.codegen.simplify import add, conjuncts, const_value, div, land, lt, mod, mul, sub
-from fuser_core.errors import InternalError
+from fuser_core.errors import FuserError, InternalError
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.iter_domain import IterDomain, Merge, Resize, Split
 from fuser_core.ir.tensor_exprs import BroadcastOp, CatOp, PadOp, ReductionOp, SqueezeOp, WelfordOp
@@ -180,6 +180,12 @@ class Indexing(Predicates):
         for tv in reversed(self.materialized):
             if self._own_coords_roots(tv):
                 self.instances[tv.name] = [self.own_instance(tv)]
+            elif tv.memory_type == MemoryType.Shared:
+                # A tile filled where its consumers read it (narrower_loops) holds one value
+                # per slot: the first consumer's coordinates there. Every consumer reads the
+                # slot of its loop iteration, as from a tile filled at its own coordinates, so
+                # they agree (up to how an extent is spelled: x's width or its weight's).
+                del self.instances.get(tv.name, [])[1:]
             for inst in self.instances.get(tv.name, []):
                 self._demand_inputs(tv, inst, set())
 
@@ -216,6 +222,13 @@ class Indexing(Predicates):
         filled at its own coordinates, and that consumer reads it at the forward slot."""
         loops = {loop_var(d).name for d in tv.loop}
         if not all(_loop_vars(c) <= loops for c in inst.coords):
+            if tv.memory_type == MemoryType.Shared:  # its own coordinates are not its slots'
+                raise FuserError(
+                    f"T{tv.name} is a shared tile read outside the loops that fill it, along loops "
+                    "its own do not line up with: not generated",
+                    op="codegen",
+                    tensor=self.name,
+                )
             inst = self.own_instance(tv)
         own = {loop_var(d).name for d in tv.loop if not d.is_reduction}  # a reduction's value spans its own
         lanes = first_lanes(self, tv)  # as its own checks are made: once per vector

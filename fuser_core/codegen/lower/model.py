@@ -126,3 +126,17 @@ def _primary(tv: TensorView) -> TensorView:
 def first_reduction_position(tv: TensorView) -> int:
     """The position of a reduction tensor's first reduction loop (its loop count if none)."""
     return next((p for p, d in enumerate(tv.loop) if d.is_reduction), len(tv.loop))
+
+
+def read_by_writers(tv: TensorView) -> bool:
+    """Whether every consumer of the shared tensor `tv` reads each element in the thread
+    that stored it: its threadIdx axes are the consumers' own (the same concrete loop IDs,
+    so the same thread index addresses the same slot), and no barrier is needed between
+    the store and the reads (nvFuser's rule for a shared-memory RAW sync, simplified)."""
+    own = _thread_axes(tv)
+    consumers = [out for expr in tv.uses for out in expr.outputs if isinstance(out, TensorView)]
+    return bool(own) and bool(consumers) and all(_thread_axes(c) == own for c in consumers)
+
+
+def _thread_axes(tv: TensorView) -> dict[ParallelType, int]:
+    return {d.parallel_type: concrete(d).name for d in tv.loop if d.parallel_type in THREADS}

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.model import (
     INDEX,
-    THREADS,
     TRUE,
     Instance,
     _loop_vars,
@@ -17,6 +16,7 @@ from fuser_core.codegen.lower.model import (
     _substitute,
     concrete,
     loop_var,
+    read_by_writers,
 )
 from fuser_core.codegen.lower.reductions import Reductions
 from fuser_core.codegen.simplify import const_value, land
@@ -115,7 +115,7 @@ class Stores(Reductions):
             self.shared_bytes += size * tv.dtype.itemsize
         store = k.Store(name, self._padded(tv, self._slot(tv)), self.value_of_definition(tv, inst))
         self._emit(store)
-        if _read_by_writers(tv):  # a persistent row: each thread reads back what it stored
+        if read_by_writers(tv):  # a persistent row: each thread reads back what it stored
             return
         # The tile is complete once every thread has written its part.
         self._close_loops(self.alloc_depth[tv.name])
@@ -156,17 +156,3 @@ class Stores(Reductions):
     def _lane_instance(self, inst: Instance, lanes: Mapping[int, k.Node]) -> Instance:
         subst = {f"i{c}": v for c, v in lanes.items()}
         return Instance(tuple(_substitute(c, subst) for c in inst.coords), _substitute(inst.valid, subst))
-
-
-def _read_by_writers(tv: TensorView) -> bool:
-    """Whether every consumer of the shared tensor `tv` reads each element in the thread
-    that stored it: its threadIdx axes are the consumers' own (the same concrete loop IDs,
-    so the same thread index addresses the same slot), and no barrier is needed between
-    the store and the reads (nvFuser's rule for a shared-memory RAW sync, simplified)."""
-    own = _thread_axes(tv)
-    consumers = [out for expr in tv.uses for out in expr.outputs if isinstance(out, TensorView)]
-    return bool(own) and bool(consumers) and all(_thread_axes(c) == own for c in consumers)
-
-
-def _thread_axes(tv: TensorView) -> dict[ParallelType, int]:
-    return {d.parallel_type: concrete(d).name for d in tv.loop if d.parallel_type in THREADS}

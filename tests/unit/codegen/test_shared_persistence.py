@@ -10,10 +10,11 @@ import itertools
 import re
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 from kernels_check import SAMPLES_DIR, check_generated_kernels, runtime_and_inputs
 
-from fuser_core import load_repro, use_options
+from fuser_core import DataType, FusionDefinition, load_repro, use_options
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen import lower_group, translation_unit
 from fuser_core.runtime.group_lowering import index_dtype
@@ -220,3 +221,71 @@ def test_a_float_input_kept_as_read_stays_in_registers():
     (group,) = runtime.segmented.groups
     assert group.scheduler.value == "inner_persistent" and not group.params.buffer_in_shared_memory
     assert check_generated_kernels(runtime, inputs)
+
+
+# -- a buffer broadcast along part of the row ------------------------------------------------
+
+RNG = np.random.default_rng(26)
+
+
+def _shared_kernel_matches(build, inputs) -> list:
+    """One inner persistent kernel with its buffers in shared memory, interpreted
+    (vectorized and scalar) against the reference; returns the reference's outputs."""
+    with FusionDefinition() as fd:
+        build(fd)
+    with use_options(device_model="h100_sxm", backend="reference"):
+        expected = fd.execute(inputs)
+        runtime = fd.runtime_for(inputs)
+    (group,) = runtime.segmented.groups
+    assert group.scheduler.value == "inner_persistent" and group.params.buffer_in_shared_memory
+    for vectorize in (True, False):
+        assert check_generated_kernels(runtime, inputs, vectorize=vectorize)  # generated, not refused
+    return expected
+
+
+def test_a_weight_broadcast_along_the_merged_row_fills_its_shared_tile_where_it_is_read():
+    # Fuzzer seed 26 case 40: rows merged from [1025, 8] (a stride-0 batch axis, so the
+    # sum over it is a squeeze times 2), and a weight [8] broadcast along them kept as a
+    # shared-memory buffer. The weight's merge takes in the broadcast 1025 axis, so its
+    # loops span 8 elements of the 8200 the row's loops run: its tile was filled at those
+    # coordinates and read back at the row's (20.3 for 54.3).
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, 1025, -1], contiguity=[None, True, True], dtype=DataType.Double)
+        t1 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Double)
+        t2 = fd.ops.sinh(t0)
+        _, mean = fd.ops.var_mean(t2, dims=[1, 2], correction=0, keepdim=False)
+        rows = fd.ops.broadcast_in_dim(
+            mean, shape=[2, fd.ops.size(t2, dim=1), fd.ops.size(t2, dim=2)], broadcast_dims=[0]
+        )
+        shape = [fd.ops.size(t2, dim=0), 1025, fd.ops.size(t2, dim=2)]
+        weighted = fd.ops.mul(fd.ops.sub(t2, rows), fd.ops.broadcast_in_dim(t1, shape=shape, broadcast_dims=[2]))
+        fd.add_output(fd.ops.max(fd.ops.sum(weighted, dims=[0], keepdim=True), dims=[0, 1, 2], keepdim=False))
+
+    x = np.broadcast_to(RNG.standard_normal((1, 1025, 8)), (2, 1025, 8))
+    w = RNG.standard_normal(8)
+    (out,) = _shared_kernel_matches(build, [x, w])
+    row = np.sinh(x[0])
+    np.testing.assert_allclose(out, (2 * (row - row.mean()) * w).max(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("expanded", [False, True])
+def test_a_weight_broadcast_along_the_row_read_before_and_after_the_sum(expanded):
+    # A true persistent buffer of the same kind: read by the sum and again after it (two
+    # consumers filling one tile), as a plain broadcast [1, 1, 8] and as an expanded one.
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, -1], contiguity=[True, True, True], dtype=DataType.Double)
+        t1 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Double)
+        x = fd.ops.sinh(t0)
+        if expanded:
+            wb = fd.ops.broadcast_in_dim(t1, shape=fd.ops.shape(x), broadcast_dims=[2])
+        else:
+            wb = fd.ops.broadcast(t1, [True, True, False])
+        total = fd.ops.sum(fd.ops.mul(x, wb), dims=[1, 2], keepdim=False)
+        fd.add_output(
+            fd.ops.add(fd.ops.mul(wb, fd.ops.broadcast_in_dim(total, shape=fd.ops.shape(x), broadcast_dims=[0])), x)
+        )
+
+    x, w = RNG.standard_normal((3, 1025, 8)), RNG.standard_normal(8)
+    (out,) = _shared_kernel_matches(build, [x, w])
+    s = np.sinh(x)
+    np.testing.assert_allclose(out, w * (s * w).sum(axis=(1, 2))[:, None, None] + s, rtol=1e-9)
