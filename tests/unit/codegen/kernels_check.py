@@ -64,7 +64,8 @@ def bind(array: np.ndarray, order: list[int], tv: TensorView | None = None) -> T
         logical = tv.logical_no_reductions()
         expanded |= {a for a, d in enumerate(logical) if d.is_broadcast and d.expanded_extent is not None}
     compact = array[tuple(slice(0, 1) if a in expanded else slice(None) for a in range(array.ndim))]
-    laid = np.ascontiguousarray(np.transpose(compact, order)) if array.ndim else np.ascontiguousarray(array)
+    # (np.ascontiguousarray makes a 0-d array 1-d: a scalar tensor is copied as it is)
+    laid = np.ascontiguousarray(np.transpose(compact, order)) if array.ndim else np.array(array, order="C")
     strides = [0 if order[k] in expanded else s // max(laid.itemsize, 1) for k, s in enumerate(laid.strides)]
     return TensorBinding(laid.reshape(-1), tuple(array.shape), tuple(strides))
 

@@ -726,3 +726,21 @@ def test_an_output_without_a_reductions_vector_axis_is_stored_element_by_element
     total, low = _check(build, [x, y])
     np.testing.assert_array_equal(low, np.minimum(y, 5))
     np.testing.assert_array_equal(total, (x + np.minimum(y, 5)[:, :, None]).sum(axis=1))
+
+
+def test_a_kernel_reading_a_scalar_tensor_binds_it_as_one_element():
+    # The mean of a var_mean over every axis, across a segment_set, is a 0-d input of the
+    # cast's kernel: the harness laid it out with np.ascontiguousarray, which makes a 0-d
+    # array 1-d, and failed binding its strides (an IndexError; seed 23 case 168)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, 1], contiguity=[None, True], dtype=DataType.Half, stride_order=[0, 1])
+        var, mean = fd.ops.var_mean(fd.ops.cast(t0, dtype=DataType.Float), dims=[0, 1], correction=0, keepdim=False)
+        fd.add_output(fd.ops.cast(fd.ops.segment_set(mean), dtype=DataType.Half))
+        fd.add_output(var)
+
+    x = RNG.standard_normal((37, 1)).astype(np.float16)
+    runtime, _ = _runtime(build, [x])
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["reduction", "pointwise"]
+    half_mean, var = _check(build, [x])
+    np.testing.assert_allclose(half_mean, x.astype(np.float32).mean(), rtol=1e-3)
+    np.testing.assert_allclose(var, x.astype(np.float32).var(), rtol=1e-5)
