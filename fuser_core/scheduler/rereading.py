@@ -5,8 +5,9 @@ non-persistent one (the reduction scheduler's inner schedule) holds nothing and 
 row again for each pass, mostly from L1 and L2, which a row just read is still in. Which
 is faster depends on what the persistent kernel holds against what a pass re-reads.
 
-Measured on an H100 (2026-11-26, 64 Mi elements per tensor, rows of 256 to 32768, same
-run, `.dev`-style A/B of the two schedules on softmax, layer norm and RMS norm):
+Measured on an H100 (2026-11-26, 64 Mi elements per tensor, rows of 256 to 32768, the two
+schedules forced in turn in one run on softmax, layer norm and RMS norm; the table is in
+benchmarks/RESULTS.md, "Normalization, sixth part"):
 
 - an exp normalization (softmax, cross-entropy) of 16-bit rows of 1024 elements or more
   re-read ran at 0.70-0.96 of the persistent time (cross-entropy's 32064-wide rows, held
