@@ -164,6 +164,25 @@ def persistent_buffers(group: GroupView) -> list[TensorView]:
     return group.memo("buffers", lambda: _buffers(group))
 
 
+def projected_buffers(group: GroupView) -> list[TensorView]:
+    """The persistent buffers with each one that is a cast of a narrower group input (a
+    bf16 row cast to float) replaced by that input: holding the input and casting it again
+    where the buffer is read keeps half the bytes (nvFuser's projection of persistent
+    buffers to inputs). The same list where nothing projects."""
+    inputs = {id(tv) for tv in group.inputs}
+    projected: list[TensorView] = []
+    for tv in persistent_buffers(group):
+        source = tv
+        while id(source) not in inputs and isinstance(source.definition, UnaryOp):
+            if source.definition.op_type != UnaryOpType.Cast or not isinstance(source.definition.inputs[0], TensorView):
+                break
+            source = source.definition.inputs[0]
+        held = source if id(source) in inputs and source.dtype.itemsize < tv.dtype.itemsize else tv
+        if all(held is not other for other in projected):
+            projected.append(held)
+    return projected
+
+
 class _Reads:
     """Which of a group's tensors a reduction path reads and which are read after a
     reduction: what decides that a row must be kept across a reduction."""

@@ -150,3 +150,39 @@ def test_the_re_reading_kernel_agrees_with_the_reference(shape):
     runtime = runtime_of(softmax(DataType.BFloat16), x)
     assert [g.scheduler.value for g in runtime.segmented.groups] == ["reduction"]
     assert check_generated_kernels(runtime, [x]) == ["kernel_g0"]
+
+
+# -- projection of persistent buffers onto their inputs (checks.projected_buffers) --------
+
+
+def held_params(make: Any, shape: list[int]) -> tuple[Any, np.ndarray, Any]:
+    """The persistent schedule (re-reading disabled) of `make` on bf16 rows of `shape`;
+    shapes of many rows are scheduled on zeros (no values are computed)."""
+    many = shape[0] >= 132
+    x = np.zeros(shape, ml_dtypes.bfloat16) if many else data(shape, DataType.BFloat16)
+    with use_options(device_model="h100_sxm", backend="reference", disable=["rereading"]):
+        runtime = make(DataType.BFloat16).runtime_for([x])
+    (group,) = runtime.segmented.groups
+    assert group.scheduler.value == "inner_persistent"
+    return runtime, x, group.params
+
+
+def test_a_float_row_cast_from_bf16_is_held_as_bf16_where_one_block_per_sm_fits():
+    # 16384 floats a row leave one block of 1024 threads per SM; held as bf16, two of 512
+    _, _, params = held_params(layer_norm, [4096, 16384])
+    assert params.buffers_projected_to_inputs and params.buffers == (0,)  # T0, the bf16 input
+    assert params.min_blocks_per_sm == 2 and params.padded_threads == 512
+    assert params.buffer_bytes_per_row == 16384 * 2
+    assert ("buffers_projected_to_inputs", True) in params.shown()
+
+
+def test_the_projected_kernel_casts_the_held_input_again_and_agrees_with_the_reference():
+    runtime, x, params = held_params(layer_norm, [2, 16384])
+    assert params.buffers_projected_to_inputs
+    assert check_generated_kernels(runtime, [x]) == ["kernel_g0"]
+
+
+def test_rows_that_already_fit_several_blocks_keep_their_float_buffer():
+    _, _, params = held_params(rms_norm, [16384, 4096])
+    assert not params.buffers_projected_to_inputs and params.buffers != (0,)
+    assert params.min_blocks_per_sm == 4
