@@ -7,7 +7,9 @@ when the plan is made; a call reads each input's data pointer, allocates the out
 with the caller's framework (torch tensors for torch inputs, CuPy arrays otherwise, so
 no DLPack exchange), writes the pointers into the packed arguments and launches. The only
 per-call decision is the vector alignment of the pointers, which picks the vectorized
-kernel or its scalar fallback.
+kernel or its scalar fallback. A plan's replay is Python generated for it (`plan.source`
+shows it): straight-line code with every constant bound, since a cache hit's host time
+is what the fast path is for.
 
 A CUDA error of a replay (a refused launch, or a fault of an earlier kernel that CUDA
 reports at a launch or an allocation) is a CudaFaultError naming the kernels the replay
@@ -24,6 +26,7 @@ launch leaves them zeroed, so one buffer serves every replay.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
 import sys
@@ -95,6 +98,10 @@ class PlannedLaunch:
 
 class FastPlan:
     log: LaunchLog | None = None  # the executable's: the kernels launched and not synchronized
+    # The replay: `run(inputs, stream_ptr)` launches the plan on these inputs (those of
+    # the key it was made for) and returns its outputs. Generated for the plan (see
+    # _replay_source), so that it does no more per call than its launches need.
+    run: Callable[[Sequence[Any], int], list[Any]]
 
     def __init__(
         self,
@@ -125,17 +132,20 @@ class FastPlan:
             self._torch_empty = torch.empty_strided
             self.torch_device = torch.device("cuda", torch.cuda.current_device())
             self._torch_dtypes = {d: getattr(torch, name) for d, name in _TORCH_DTYPES.items()}
-        # The replay works on one list of pointers: the inputs' by position, then each
-        # output's as it is allocated; each launch reads its tensor arguments by slot.
-        self._torch_inputs = [p for p, x in enumerate(inputs) if hasattr(x, "data_ptr")]
-        self._cupy_inputs = [p for p, x in enumerate(inputs) if not hasattr(x, "data_ptr") and hasattr(x, "data")]
+        # The replay names pointers by slot (its local p<slot>): the inputs' by position,
+        # read as their framework says, then each output's as it is allocated; each
+        # launch reads its tensor arguments by slot.
+        self._input_kinds = [
+            "torch" if hasattr(x, "data_ptr") else "cupy" if hasattr(x, "data") else "" for x in inputs
+        ]
+        torch_inputs = [p for p, kind in enumerate(self._input_kinds) if kind == "torch"]
         # Outputs the caller can take as they are: torch tensors on the device of the first
         # torch input (where the full path puts them), or CuPy arrays for CuPy inputs; with
         # no tensor input at all (iota) the frontend chooses the outputs' framework.
         if torch_out:
-            self.final = inputs[self._torch_inputs[0]].get_device() == self.torch_device.index
+            self.final = inputs[torch_inputs[0]].get_device() == self.torch_device.index
         else:
-            self.final = bool(self._cupy_inputs)
+            self.final = "cupy" in self._input_kinds
         slot_of = {("input", p): p for p in range(len(inputs))}
         self._outputs: list[list[tuple[int, Any]]] = []  # per launch: (slot, allocator) of each output
         for launch in launches:
@@ -144,60 +154,96 @@ class FastPlan:
                 slot_of[("tensor", out.name)] = len(slot_of)
                 allocated.append((slot_of[("tensor", out.name)], self._allocator(out)))
             self._outputs.append(allocated)
-        self._slots = len(slot_of)
         self._sources = [[slot_of[source] for source in launch.sources] for launch in launches]
         self._results = [slot_of[("tensor", name)] for name in results]
+        lines, names = self._replay_source()
+        self.source = "\n".join(lines)  # what `run` does, for a reader
+        self.run = generated("run", self.source, names)
 
-    def run(self, inputs: Sequence[Any], stream_ptr: int) -> list[Any]:
-        launch_kernel = self._launch_kernel
-        if self.fell_back:
-            self.fell_back = []
-        pointers: list[Any] = [0] * self._slots
-        arrays: list[Any] = [None] * self._slots
-        for position in self._torch_inputs:
-            pointers[position] = inputs[position].data_ptr()
-        for position in self._cupy_inputs:
-            pointers[position] = inputs[position].data.ptr
-        torch_out = self.torch_out
-        index, launching = 0, False  # for a CUDA error: the launch under way, its launch call in flight
-        try:
-            for index, (allocated, launch, sources) in enumerate(
-                zip(self._outputs, self.launches, self._sources, strict=True)
-            ):
-                for slot, make in allocated:
-                    array = arrays[slot] = make()
-                    pointers[slot] = array.data_ptr() if torch_out else array.data.ptr
-                ptrs = [pointers[slot] for slot in sources]
-                function, packed = launch.function, launch.packed
-                if launch.checks and any(ptrs[p] % align for p, align in launch.checks):
-                    function, packed = launch.fallback()
-                    self.fell_back.append(index)
-                for struct, ptr in zip(packed.structs, ptrs, strict=True):
-                    struct.data = ptr
-                g, b = launch.params.grid, launch.params.block
-                if g[0] and g[1] and g[2]:
-                    launching = True
-                    launch_kernel(
-                        function.ptr,
-                        g[0],
-                        g[1],
-                        g[2],
-                        b[0],
-                        b[1],
-                        b[2],
-                        launch.params.dynamic_shared_bytes,  # the static part is the function's own
-                        stream_ptr,
-                        packed.address,
-                        0,
-                    )
-                    launching = False
-        except Exception as err:
-            if self.log is None or not is_cuda_error(err):
-                raise
-            raise self._fault(err, index, launching) from err
-        if self.log is not None:
-            self.log.replayed(self._launched_kernels(len(self.launches)) if self.fell_back else self._kernels)
-        return [arrays[slot] for slot in self._results]
+    def _replay_source(self) -> tuple[list[str], dict[str, Any]]:
+        """The source of `run` and the objects it names.
+
+        Per launch, in order: allocate its outputs and read their pointers, pick the
+        vectorized kernel or (a pointer misaligned for its vector width) the scalar
+        fallback, write the pointers into its packed arguments, launch. `stage` says,
+        for a CUDA error, which launch was under way (stage // 2) and whether its launch
+        call was in flight (an odd stage)."""
+        names: dict[str, Any] = {"plan": self, "launch_kernel": self._launch_kernel}
+        named_log = self.log is not None
+        can_fall_back = any(launch.checks for launch in self.launches)  # else fell_back stays []
+        head = ["def run(inputs, stream_ptr):"]
+        if can_fall_back:
+            head += ["    if plan.fell_back:", "        plan.fell_back = []"]
+        used = {slot for sources in self._sources for slot in sources}
+        for position in sorted(used & set(range(len(self._input_kinds)))):
+            pointer = {"torch": "data_ptr()", "cupy": "data.ptr"}.get(self._input_kinds[position])
+            head.append(f"    p{position} = inputs[{position}].{pointer}" if pointer else f"    p{position} = 0")
+        body: list[str] = []
+        read = "data_ptr()" if self.torch_out else "data.ptr"
+        for index, (allocated, launch, sources) in enumerate(
+            zip(self._outputs, self.launches, self._sources, strict=True)
+        ):
+            if index and named_log:
+                body.append(f"stage = {2 * index}")
+            for slot, make in allocated:
+                names[f"allocate_{slot}"] = make
+                body += [f"a{slot} = allocate_{slot}()", f"p{slot} = a{slot}.{read}"]
+            names[f"function_{index}"], names[f"address_{index}"] = launch.function.ptr, launch.packed.address
+            aligned = [f"function, address = function_{index}, address_{index}"]
+            for position, (struct, slot) in enumerate(zip(launch.packed.structs, sources, strict=True)):
+                names[f"data_{index}_{position}"] = _data_field(struct)
+                aligned.append(f"data_{index}_{position}[0] = p{slot}")
+            if launch.checks:
+                misaligned = " or ".join(f"p{sources[p]} % {int(align)}" for p, align in launch.checks)
+                pointers = "".join(f"p{slot}, " for slot in sources).rstrip()
+                body += [f"if {misaligned}:", f"    function, address = plan._fall_back({index}, ({pointers}))"]
+                body += ["else:", *(f"    {line}" for line in aligned)]
+            else:
+                body += aligned
+            if _launched(launch):
+                g, b = (tuple(int(n) for n in dims) for dims in (launch.params.grid, launch.params.block))
+                shared = int(launch.params.dynamic_shared_bytes)  # the static part is the function's own
+                if named_log:
+                    body.append(f"stage = {2 * index + 1}")
+                body.append(
+                    f"launch_kernel(function, {g[0]}, {g[1]}, {g[2]}, {b[0]}, {b[1]}, {b[2]}, {shared}, "
+                    "stream_ptr, address, 0)"
+                )
+        results = ", ".join(f"a{slot}" for slot in self._results)
+        if not named_log:
+            return [*head, *(f"    {line}" for line in body), f"    return [{results}]"], names
+        names["replayed"], names["kernels"] = self.log.replayed, self._kernels  # type: ignore[union-attr]
+        return [
+            *head,
+            "    stage = 0",
+            "    try:",
+            *(f"        {line}" for line in body),
+            "    except Exception as err:",
+            "        fault = plan._fault_of(err, stage)",
+            "        if fault is None:",
+            "            raise",
+            "        raise fault from err",
+            f"    replayed(plan._launched_kernels({len(self.launches)}) if plan.fell_back else kernels)"
+            if can_fall_back
+            else "    replayed(kernels)",
+            f"    return [{results}]",
+        ], names
+
+    def _fall_back(self, index: int, pointers: tuple[int, ...]) -> tuple[int, int]:
+        """Launch `index` takes its scalar fallback this time (packed on first need): its
+        tensor arguments pointed at `pointers`; its function pointer and packed address."""
+        self.fell_back.append(index)
+        function, packed = self.launches[index].fallback()
+        for struct, ptr in zip(packed.structs, pointers, strict=True):
+            struct.data = ptr
+        return function.ptr, packed.address
+
+    def _fault_of(self, err: BaseException, stage: int) -> Exception | None:
+        """The CudaFaultError of a replay's error at `stage` (see `_replay_source`); None
+        where it is not CUDA's."""
+        if self.log is None or not is_cuda_error(err):
+            return None
+        return self._fault(err, stage // 2, stage % 2 == 1)
 
     def _launched_kernels(self, count: int) -> tuple[FaultKernel, ...]:
         """How a CUDA error names the first `count` launches of the last replay (those
@@ -235,6 +281,24 @@ class FastPlan:
         return lambda: ndarray(shape, storage, alloc(nbytes), byte_strides)
 
 
+def generated(name: str, source: str, names: dict[str, Any]) -> Any:
+    """The function `name` that `source` defines, its free names bound to `names`.
+
+    Why generated code: a cache hit's host time is the product, and straight-line code
+    with every constant bound (no loops over the plan's tables, no per-call lists) costs
+    a few attribute reads less per argument. Only our own identifiers and integers are
+    written into the source; every object it uses is passed in `names`."""
+    namespace = dict(names)
+    exec(compile(source, f"<fast path {name}>", "exec"), namespace)
+    return namespace[name]
+
+
+def _data_field(struct: Any) -> Any:
+    """A one-element ctypes array over the data pointer of a packed tensor argument:
+    writing `view[0] = ptr` costs half of `struct.data = ptr` (ctypes' field descriptor)."""
+    return (ctypes.c_void_p * 1).from_buffer(struct, type(struct).data.offset)
+
+
 def span_elements(shape: Sequence[int], strides: Sequence[int]) -> int:
     """Elements of memory a strided tensor reaches: one past the offset of its last
     element (every axis contributes its own span), 0 for an empty one."""
@@ -264,4 +328,12 @@ def output_strides(shape: Sequence[int], alloc_order: Sequence[int], expanded: C
     return tuple(strides)
 
 
-__all__ = ["FastPlan", "TensorView", "input_key", "output_strides", "span_elements", "torch_dtype_supported"]
+__all__ = [
+    "FastPlan",
+    "TensorView",
+    "generated",
+    "input_key",
+    "output_strides",
+    "span_elements",
+    "torch_dtype_supported",
+]
