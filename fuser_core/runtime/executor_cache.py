@@ -9,6 +9,11 @@
 
 Every execution leaves a RunReport whose CacheEvent says hit or miss, at which level,
 and why: the difference between the new key and the nearest of the recent keys.
+
+On the cuda backend a call like an earlier one replays that call's FastPlan (the fast
+path). The last plan replayed comes with a guard that compares the inputs with its key
+in place, so a repeated call replays it without making the key; a hit records a small
+tuple, made into its RunReport when `reports` (or `events`, `last_report`...) is read.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import contextlib
 import dataclasses
 import time
 from collections import OrderedDict, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +48,7 @@ from fuser_core.options import (
 from fuser_core.runtime.arguments import TensorArg, bind_args, convert_inputs
 from fuser_core.runtime.artifacts import LaunchRecord
 from fuser_core.runtime.dumps import emit_runtime_dumps, print_launches
-from fuser_core.runtime.fast_path import input_key
+from fuser_core.runtime.fast_path import generated, guard_lines, input_key
 from fuser_core.runtime.kernel_choice import KernelChoice, choice_records, settled, with_kernel_choice
 from fuser_core.runtime.kernel_runtime import (
     Backend,
@@ -102,8 +107,8 @@ class RunReport:
 
     def repeated(self, index: int, seconds: float, launches: tuple[LaunchRecord, ...]) -> RunReport:
         """This report (a fast-path template) as the report of run `index`: a copy of its
-        fields without dataclasses.replace's per-field checks, which cost a cache hit
-        more than its launch."""
+        fields without dataclasses.replace's per-field checks (one per hit, made when
+        the reports are read)."""
         report = object.__new__(RunReport)
         report.__dict__.update(self.__dict__)
         report.__dict__.update(index=index, seconds=seconds, launches=launches)
@@ -119,6 +124,50 @@ class RunReport:
         if not fresh:
             return f"warm start: compiled nothing ({len(kernels)} kernels from the kernel cache)"
         return f"compiled {len(fresh)} of {len(kernels)} kernels"
+
+
+@dataclass
+class _FastEntry:
+    """A plan of the fast path: the options it was made under, the report its hits
+    repeat, and `replay`, the whole of a hit on inputs its guard accepts."""
+
+    made_under: Options
+    plan: Any  # FastPlan
+    template: RunReport
+    replay: Callable[[Sequence[Any]], list[Any] | None] = field(init=False)
+    # The Options object `replay` takes: the one it was made under, or the last equal one a
+    # lookup found it with (a new use_options block makes a new object).
+    options: Options = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.options = self.made_under
+
+
+def _no_replay(inputs: Sequence[Any]) -> None:
+    return None
+
+
+# A fast-path hit of one plan (FusionExecutorCache._replayer): the options object itself
+# (comparing Options costs more than the guard; a lookup that finds the plan with an
+# equal one sets entry.options), the guard, the plan's run timed, the hit counted.
+_REPLAY = """\
+def replay(inputs):
+    if current_options() is not entry.options:
+        return None
+{guard}
+    start = perf_counter()
+    try:
+        outputs = run(inputs, current_stream().ptr)
+    except CudaFaultError as err:
+        err.runtime = runtime
+        raise
+    if plan.fell_back:
+        hit(plan, template, perf_counter() - start)
+    else:
+        append((template, perf_counter() - start, None))
+        executor._runs += 1
+    return outputs
+"""
 
 
 @dataclass
@@ -150,12 +199,18 @@ class FusionExecutorCache:
         self.fixed_backend = backend  # None: chosen by the options of each run
         self.backend: Backend = backend if backend is not None else ReferenceBackend()
         self._backends: dict[tuple[str | None, str | None], Backend] = {}
-        # cuda backend: input key -> the plans made for it, each with the options it was
-        # made under and the report its hits repeat
-        self._fast: dict[tuple[Any, ...], list[tuple[Options, Any, RunReport]]] = {}
+        # cuda backend: input key -> the plans made for it under each options
+        self._fast: dict[tuple[Any, ...], list[_FastEntry]] = {}
         self._current_stream: Any = None
+        # The last plan hit or made: `run` tries it first; `replay_final(inputs)` (the
+        # frontend's) is its replay where its outputs need no conversion, else None.
+        self._last_fast: _FastEntry | None = None
+        self.replay_final: Callable[[Sequence[Any]], list[Any] | None] = _no_replay
         self.initial_info = analyze_fusion(fusion)
-        self.reports: deque[RunReport] = deque(maxlen=REPORTS_KEPT)
+        self._reports: deque[RunReport] = deque(maxlen=REPORTS_KEPT)
+        # Fast-path hits since the reports were last read, each (template, seconds,
+        # launches or None for the template's), the last of the runs counted by _runs.
+        self._hits: deque[tuple[RunReport, float, tuple[LaunchRecord, ...] | None]] = deque(maxlen=REPORTS_KEPT)
         self._runs = 0
         self._by_input_key: OrderedDict[tuple[Any, ...], FusionKernelRuntime] = OrderedDict()
         self._by_info: dict[ConcretizationInfo, _ConcretizationEntry] = {}
@@ -168,16 +223,23 @@ class FusionExecutorCache:
         """The plan and report template of an earlier call like this one under the
         options in effect, if the fast path took it (plans are made only under options
         the fast path works with, so finding one is the whole check)."""
-        return self._fast_lookup(input_key(inputs) if self._fast else None, current_options())
+        found = self._fast_lookup(input_key(inputs) if self._fast else None, current_options())
+        return (found.plan, found.template) if found is not None else None
 
-    def _fast_lookup(self, key: tuple[Any, ...] | None, options: Options) -> tuple[Any, RunReport] | None:
+    def _fast_lookup(self, key: tuple[Any, ...] | None, options: Options) -> _FastEntry | None:
         found = self._fast.get(key) if key is not None else None
         if found is None:
             return None
-        for made_under, plan, template in found:
-            if made_under is options or made_under == options:
-                return plan, template
+        for entry in found:
+            if entry.made_under is options or entry.made_under == options:
+                entry.options = options
+                self._use_last(entry)
+                return entry
         return None
+
+    def _use_last(self, entry: _FastEntry) -> None:
+        self._last_fast = entry
+        self.replay_final = entry.replay if entry.plan.final else _no_replay
 
     def run_fast(self, hit: tuple[Any, RunReport], inputs: Sequence[Any]) -> list[Any]:
         """A call like an earlier one: its plan replayed, its report repeated as a hit."""
@@ -188,17 +250,60 @@ class FusionExecutorCache:
         except CudaFaultError as err:
             err.runtime = template.runtime
             raise
-        launches = template.launches
+        self._hit(plan, template, time.perf_counter() - start)
+        return outputs
+
+    def _hit(self, plan: Any, template: RunReport, seconds: float) -> None:
+        """Count a hit; its report is made when the reports are read."""
+        launches = None
         if plan.fell_back:  # misaligned pointers this time: say which kernels ran scalar
             launches = tuple(
                 dataclasses.replace(r, kernel=r.kernel.split(" (")[0] + " (scalar fallback)")
                 if i in plan.fell_back
                 else r
-                for i, r in enumerate(launches)
+                for i, r in enumerate(template.launches)
             )
-        self.reports.append(template.repeated(self._runs, time.perf_counter() - start, launches))
+        self._hits.append((template, seconds, launches))
         self._runs += 1
-        return outputs
+
+    def _replayer(self, entry: _FastEntry, inputs: Sequence[Any]) -> Callable[[Sequence[Any]], Any]:
+        """A hit of the entry's plan (made for `inputs`) in one call: None where the inputs
+        or the options in effect are not those it was made for (the caller then looks
+        them up), else the outputs. This is the whole host time of a repeated call but
+        for the plan's run, so it is generated with its guard inline (`_REPLAY`)."""
+        guard = guard_lines(inputs, "None")
+        if guard is None:
+            return _no_replay
+        lines, names = guard
+        names.update(
+            entry=entry,
+            plan=entry.plan,
+            template=entry.template,
+            runtime=entry.template.runtime,
+            run=entry.plan.run,
+            current_options=current_options,
+            current_stream=self._current_stream,
+            perf_counter=time.perf_counter,
+            CudaFaultError=CudaFaultError,
+            executor=self,
+            hit=self._hit,
+            append=self._hits.append,
+        )
+        return generated("replay", _REPLAY.format(guard="\n".join(lines)), names)  # type: ignore[no-any-return]
+
+    @property
+    def reports(self) -> deque[RunReport]:
+        """The reports of the last REPORTS_KEPT runs, oldest first."""
+        if self._hits:
+            self._report_hits()
+        return self._reports
+
+    def _report_hits(self) -> None:
+        """The RunReports of the fast-path hits counted since the reports were last read."""
+        first = self._runs - len(self._hits)  # they are the last runs
+        for offset, (template, seconds, launches) in enumerate(self._hits):
+            self._reports.append(template.repeated(first + offset, seconds, launches or template.launches))
+        self._hits.clear()
 
     @property
     def events(self) -> list[CacheEvent]:
@@ -206,11 +311,14 @@ class FusionExecutorCache:
 
     @property
     def last_report(self) -> RunReport | None:
-        return self.reports[-1] if self.reports else None
+        reports = self.reports
+        return reports[-1] if reports else None
 
     @property
     def last_runtime(self) -> FusionKernelRuntime | None:
-        return self.reports[-1].runtime if self.reports else None
+        if self._hits:  # without making its report
+            return self._hits[-1][0].runtime
+        return self._reports[-1].runtime if self._reports else None
 
     @property
     def runtimes(self) -> list[FusionKernelRuntime]:
@@ -226,14 +334,18 @@ class FusionExecutorCache:
         """Run on `inputs`; `hit`: what `fast_hit` found for them just now (replayed as is)."""
         if hit is not None:
             return self.run_fast(hit, inputs)
+        if not enable and not disable and self._last_fast is not None:
+            outputs = self._last_fast.replay(inputs)  # checks the options too
+            if outputs is not None:
+                return outputs
         base = current_options()
         fast_key = None
         if not enable and not disable and not base.dump and base.enable <= FAST_PATH_ENABLES:
             fast_key = input_key(inputs)
             if fast_key is not None:
-                hit = self._fast_lookup(fast_key, base)
-                if hit is not None:
-                    return self.run_fast(hit, inputs)
+                found = self._fast_lookup(fast_key, base)
+                if found is not None:
+                    return self.run_fast((found.plan, found.template), inputs)
         opts = base.merged(enable=enable, disable=disable, source="execute")
         args = convert_inputs(self.fusion, inputs)
         runtime, event = self._lookup(args, opts)
@@ -266,8 +378,8 @@ class FusionExecutorCache:
             estimates=estimates,
             choices=choices,
         )
+        self.reports.append(report)  # after the hits before it
         self._runs += 1
-        self.reports.append(report)
         if fast_key is not None and hasattr(runtime.executable, "fast_plan"):
             with _naming(runtime):
                 plan = runtime.executable.fast_plan(args)
@@ -277,8 +389,11 @@ class FusionExecutorCache:
                 self._current_stream = cupy.cuda.get_current_stream
                 hit_event = CacheEvent(True, LEVELS[0], runtime.name, ("fast path",))
                 template = dataclasses.replace(report, event=hit_event, compiles=(), choices=settled(choices))
-                made = [m for m in self._fast.pop(fast_key, []) if m[0] != base]
-                self._fast[fast_key] = [*made, (base, plan, template)]
+                entry = _FastEntry(base, plan, template)
+                entry.replay = self._replayer(entry, inputs)
+                made = [m for m in self._fast.pop(fast_key, []) if m.made_under != base]
+                self._fast[fast_key] = [*made, entry]
+                self._use_last(entry)
                 while len(self._fast) > INPUT_KEY_CAPACITY:
                     self._fast.pop(next(iter(self._fast)))
         emit_dump(opts, DumpOption.fusion_args, lambda: "Arguments:\n" + "".join(f"  {a}\n" for a in report.arguments))

@@ -9,7 +9,8 @@ no DLPack exchange), writes the pointers into the packed arguments and launches.
 per-call decision is the vector alignment of the pointers, which picks the vectorized
 kernel or its scalar fallback. A plan's replay is Python generated for it (`plan.source`
 shows it): straight-line code with every constant bound, since a cache hit's host time
-is what the fast path is for.
+is what the fast path is for. `guard_lines` generates the test that inputs have a plan's
+key without making the key, for the executor cache's replay of its last plan.
 
 A CUDA error of a replay (a refused launch, or a fault of an earlier kernel that CUDA
 reports at a launch or an allocation) is a CudaFaultError naming the kernels the replay
@@ -55,7 +56,8 @@ _TORCH_DTYPES = {
 
 def input_key(inputs: Sequence[Any]) -> tuple[Any, ...] | None:
     """Sizes, strides and dtypes of tensor inputs and values of scalars; None for
-    inputs the fast path does not take (host arrays, odd types)."""
+    inputs the fast path does not take (host arrays, odd types). `input_guard` must
+    agree with it."""
     key: list[Any] = []
     for x in inputs:
         module = type(x).__module__
@@ -71,6 +73,44 @@ def input_key(inputs: Sequence[Any]) -> tuple[Any, ...] | None:
         else:
             return None
     return tuple(key)
+
+
+def input_guard(inputs: Sequence[Any]) -> Callable[[Sequence[Any]], bool] | None:
+    """A test that other inputs have the `input_key` of these (None where these have
+    none): `guard_lines` as a function."""
+    guard = guard_lines(inputs, "False")
+    if guard is None:
+        return None
+    lines, names = guard
+    return generated("accepts", "\n".join(["def accepts(inputs):", *lines, "    return True"]), names)  # type: ignore[no-any-return]
+
+
+def guard_lines(inputs: Sequence[Any], miss: str) -> tuple[list[str], dict[str, Any]] | None:
+    """Lines of a generated function of `inputs` (see `generated`) that return `miss`
+    unless its inputs have the `input_key` of these, and the names they use; None where
+    these have no key. Cheaper than making the key: each input's fields are compared
+    with these values in place, and each input must be of the same type (a subclass is
+    refused, and goes the way of `input_key`)."""
+    key = input_key(inputs)
+    if key is None:
+        return None
+    names: dict[str, Any] = {}
+    lines = [f"    if len(inputs) != {len(inputs)}:", f"        return {miss}"]
+    for p, (x, part) in enumerate(zip(inputs, key, strict=True)):
+        names[f"type_{p}"] = type(x)
+        checks = [f"type(x{p}) is type_{p}"]
+        if type(x).__module__.startswith("torch"):
+            names[f"dtype_{p}"], names[f"shape_{p}"], names[f"strides_{p}"], names[f"device_{p}"] = part
+            checks += [f"x{p}.shape == shape_{p}", f"x{p}.stride() == strides_{p}", f"x{p}.dtype == dtype_{p}"]
+            checks += [f"x{p}.is_cuda", f"x{p}.get_device() == device_{p}"]
+        elif type(x).__module__.startswith("cupy"):
+            names[f"dtype_{p}"], names[f"shape_{p}"], names[f"strides_{p}"] = part
+            checks += [f"x{p}.shape == shape_{p}", f"x{p}.strides == strides_{p}", f"x{p}.dtype == dtype_{p}"]
+        else:
+            names[f"value_{p}"] = part[1]
+            checks.append(f"x{p} == value_{p}")
+        lines += [f"    x{p} = inputs[{p}]", f"    if not ({' and '.join(checks)}):", f"        return {miss}"]
+    return lines, names
 
 
 @dataclass
@@ -332,6 +372,8 @@ __all__ = [
     "FastPlan",
     "TensorView",
     "generated",
+    "guard_lines",
+    "input_guard",
     "input_key",
     "output_strides",
     "span_elements",

@@ -1,0 +1,209 @@
+"""The cache-hit fast path's host side, on the host: fake_cuda stands in for CuPy and the
+GPU. A plan's replay is generated code, the executor cache replays its last plan behind
+a guard that compares the inputs with the plan's key in place, and a hit's RunReport is
+made only when the reports are read. What users and tests see must not change: the
+same events and reports, a miss where the key differs, the scalar fallback reported."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fake_cuda import CUDARuntimeError, FakeCudaBackend, FakeDevice, interpreted_device, on_device
+
+from fuser_core import DataType, FusionDefinition, FusionExecutorCache, use_options
+from fuser_core.runtime import executor_cache
+from fuser_core.runtime.executor_cache import RunReport
+from fuser_core.runtime.fast_path import input_guard, input_key
+from fuser_core.runtime.launch_errors import CudaFaultError
+
+G0 = "nvfuser_pointwise_f0_c1_r0_g0"
+G1 = "nvfuser_pointwise_f0_c1_r0_g1"
+
+
+class TorchLike:
+    """What the fast path reads of a torch tensor, in a class whose module says torch."""
+
+    __module__ = "torch"
+
+    def __init__(self, shape, strides, dtype="float32", device=0, is_cuda=True) -> None:
+        self.shape, self._strides, self.dtype, self._device, self.is_cuda = shape, strides, dtype, device, is_cuda
+
+    def stride(self):
+        return self._strides
+
+    def get_device(self):
+        return self._device if self.is_cuda else -1
+
+    def data_ptr(self):
+        return 0x1000
+
+
+class TorchSubclass(TorchLike):
+    __module__ = "torch.nn"
+
+
+def doubled() -> FusionDefinition:
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[None, None], dtype=DataType.Float)
+        fd.add_output(fd.ops.add(t0, t0))
+    return fd
+
+
+@pytest.fixture
+def device(monkeypatch) -> FakeDevice:
+    """Every launch runs its kernel on the interpreter: outputs are checked."""
+    return interpreted_device(monkeypatch)
+
+
+@pytest.fixture
+def cache(device) -> FusionExecutorCache:
+    return FusionExecutorCache(doubled().fusion, backend=FakeCudaBackend())
+
+
+def device_array(device: FakeDevice, shape=(8, 64), order="C"):
+    return on_device(device, np.asarray(np.arange(np.prod(shape), dtype=np.float32).reshape(shape), order=order))
+
+
+def fast(cache: FusionExecutorCache) -> list[bool]:
+    """Per run: whether the fast path replayed it."""
+    return ["fast path" in e.reasons for e in cache.events]
+
+
+# -- the guard ------------------------------------------------------------------------------
+
+
+def test_the_guard_accepts_exactly_the_inputs_with_the_same_key(device):
+    cupy = device_array(device)
+    planned = [TorchLike((8, 64), (64, 1)), cupy, 3, 0.5, True]
+    others = [
+        [TorchLike((8, 64), (64, 1)), device_array(device), 3, 0.5, True],  # the same key
+        [TorchLike((8, 65), (64, 1)), cupy, 3, 0.5, True],  # a size
+        [TorchLike((8, 64), (1, 8)), cupy, 3, 0.5, True],  # a stride
+        [TorchLike((8, 64), (64, 1), dtype="float16"), cupy, 3, 0.5, True],
+        [TorchLike((8, 64), (64, 1), device=1), cupy, 3, 0.5, True],
+        [TorchLike((8, 64), (64, 1), is_cuda=False), cupy, 3, 0.5, True],  # no key at all
+        [TorchLike((8, 64), (64, 1)), device_array(device, order="F"), 3, 0.5, True],
+        [TorchLike((8, 64), (64, 1)), device_array(device, (8, 32)), 3, 0.5, True],
+        [TorchLike((8, 64), (64, 1)), cupy.astype(np.float64), 3, 0.5, True],
+        [TorchLike((8, 64), (64, 1)), cupy, 4, 0.5, True],  # a scalar's value
+        [TorchLike((8, 64), (64, 1)), cupy, 3, 0.25, True],
+        [TorchLike((8, 64), (64, 1)), cupy, 3, 0.5, 1],  # a bool's type
+        [TorchLike((8, 64), (64, 1)), cupy, 3.0, 0.5, True],
+        [TorchLike((8, 64), (64, 1)), cupy, 3, 0.5],  # fewer inputs
+        [TorchLike((8, 64), (64, 1)), cupy, 3, 0.5, True, 1],
+    ]
+    accepts = input_guard(planned)
+    assert accepts is not None
+    for inputs in others:
+        assert accepts(inputs) == (input_key(inputs) == input_key(planned)), inputs
+    assert input_guard([np.ones(3)]) is None  # host arrays have no key
+
+
+def test_the_guard_refuses_a_subclass_whose_key_is_the_same():
+    """Stricter than the key, never looser: the lookup then finds the plan."""
+    planned, other = [TorchLike((4,), (1,))], [TorchSubclass((4,), (1,))]
+    assert input_key(other) == input_key(planned)
+    assert input_guard(planned)(other) is False  # type: ignore[misc]
+
+
+def test_the_last_plan_misses_on_other_strides_and_is_found_again(cache, device):
+    rows, columns = device_array(device), device_array(device, order="F")
+    for x in (rows, rows, columns, columns, rows):
+        cache.run([x])
+    # The column-major call is not the row-major plan's: a new runtime, then its own plan;
+    # the row-major call after it is found by its key again.
+    assert fast(cache) == [False, True, False, True, True]
+    assert [r.arguments[0].split(" strides ")[1] for r in cache.reports] == ["[64, 1] (cupy)", "[64, 1] (cupy)"] + [
+        "[1, 8] (cupy)"
+    ] * 2 + ["[64, 1] (cupy)"]
+
+
+def test_a_new_options_block_with_equal_options_still_takes_the_fast_path(cache, device):
+    x = device_array(device)
+    for _ in range(4):
+        with use_options(backend="cuda"):  # a new, equal Options object each time
+            cache.run([x])
+            cache.run([x])
+    assert fast(cache) == [False] + [True] * 7
+    with use_options(enable="sync_launches"):  # options the plan was not made under
+        cache.run([x])
+    assert fast(cache)[-1] is False
+
+
+# -- the reports of hits ----------------------------------------------------------------------
+
+
+def test_a_hit_makes_its_report_when_the_reports_are_read(cache, device, monkeypatch):
+    made = []
+    repeated = RunReport.repeated
+    monkeypatch.setattr(RunReport, "repeated", lambda self, *args: made.append(args[0]) or repeated(self, *args))
+    x = device_array(device)
+    for _ in range(4):
+        cache.run([x])
+    assert made == []  # three hits, no report made yet
+    assert cache.last_runtime is not None and made == []
+    assert [r.index for r in cache.reports] == [0, 1, 2, 3] and made == [1, 2, 3]
+    assert all(r.event.hit and r.seconds > 0 for r in list(cache.reports)[1:])
+    cache.run([device_array(device, (4, 64))])  # a miss after two more hits
+    cache.run([x])
+    assert [r.index for r in cache.reports] == [0, 1, 2, 3, 4, 5]
+    assert fast(cache) == [False, True, True, True, False, True]
+    assert cache.reports[4].event.reasons == ("input 0 shape [8, 64] -> [4, 64]",)
+
+
+def test_only_the_last_reports_are_kept_with_their_run_indices(device, monkeypatch):
+    monkeypatch.setattr(executor_cache, "REPORTS_KEPT", 5)
+    cache = FusionExecutorCache(doubled().fusion, backend=FakeCudaBackend())
+    x = device_array(device)
+    for _ in range(12):
+        cache.run([x])
+    assert [r.index for r in cache.reports] == [7, 8, 9, 10, 11]
+    assert cache.last_report is not None and cache.last_report.index == 11
+
+
+def test_a_replay_that_takes_the_scalar_fallback_says_so(device):
+    """Misaligned pointers (a view one element in) launch the scalar fallback, with the
+    right pointers; aligned ones the vectorized kernel."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.add(t0, t0))
+    cache = FusionExecutorCache(fd.fusion, backend=FakeCudaBackend())
+    base = on_device(device, np.arange(1025, dtype=np.float32))
+    for x in (base[:1024], base[:1024], base[1:], base[:1024]):
+        (out,) = cache.run([x])
+        np.testing.assert_array_equal(np.asarray(out), 2 * np.asarray(x))
+    kernels = [r.launches[0].kernel for r in cache.reports]
+    assert kernels[2] == f"{G0} (scalar fallback)" and "fallback" not in kernels[1] + kernels[3]
+    assert fast(cache) == [False, True, True, True]
+
+
+# -- faults of a replay ------------------------------------------------------------------------
+
+
+def two_kernels() -> FusionDefinition:
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True)
+        t1 = fd.ops.segment_set(fd.ops.exp(t0))
+        fd.add_output(fd.ops.mul(t1, t1))
+    return fd
+
+
+def test_a_fault_reported_by_an_allocation_names_the_kernels_launched_before_it(device, monkeypatch):
+    cache = FusionExecutorCache(two_kernels().fusion, backend=FakeCudaBackend())
+    x = device_array(device)
+    cache.run([x])
+    cache.run([x])
+    allocations = []
+
+    def allocate(call):  # the second output's memory: CUDA reports a fault there
+        allocations.append(call)
+        if allocations.count("alloc") == 2:
+            raise CUDARuntimeError(700, "cudaErrorIllegalAddress: an illegal memory access was encountered")
+
+    monkeypatch.setattr(device, "allocate", allocate)
+    with pytest.raises(CudaFaultError) as caught:
+        cache.run([x])
+    fault = caught.value.fault
+    assert [k.name for k in fault.kernels] == [G0] and not fault.pinned
+    assert fault.where == f"allocating outputs after launching g0 {G0}"
+    assert caught.value.runtime is cache.last_runtime
