@@ -46,7 +46,8 @@ class CachedFusion:
     aliases: list[tuple[TensorView, TensorView, int]] = field(default_factory=list)
     is_cpu: list[bool] = field(default_factory=list)  # per fusion input
     input_slots: list[int] = field(default_factory=list)  # fusion inputs per argument of execute
-    _executor: FusionExecutorCache | None = None
+    # Made by executor() on first use; a plain attribute, read by every execute.
+    executor_or_none: FusionExecutorCache | None = None
     plain_call: bool = False  # set by adopt
 
     @property
@@ -80,13 +81,9 @@ class CachedFusion:
     def executor(self) -> FusionExecutorCache:
         if self.fusion is None:
             raise FuserError(f"fusion {self.id} has not been rebuilt from its records yet")
-        if self._executor is None:
-            self._executor = FusionExecutorCache(self.fusion, fusion_id=self.id)
-        return self._executor
-
-    @property
-    def executor_or_none(self) -> FusionExecutorCache | None:
-        return self._executor
+        if self.executor_or_none is None:
+            self.executor_or_none = FusionExecutorCache(self.fusion, fusion_id=self.id)
+        return self.executor_or_none
 
 
 class FusionCache:

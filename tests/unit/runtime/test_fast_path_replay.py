@@ -6,6 +6,8 @@ same events and reports, a miss where the key differs, the scalar fallback repor
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 from fake_cuda import CUDARuntimeError, FakeCudaBackend, FakeDevice, interpreted_device, on_device
@@ -207,3 +209,21 @@ def test_a_fault_reported_by_an_allocation_names_the_kernels_launched_before_it(
     assert [k.name for k in fault.kernels] == [G0] and not fault.pinned
     assert fault.where == f"allocating outputs after launching g0 {G0}"
     assert caught.value.runtime is cache.last_runtime
+
+
+def test_execute_replays_the_last_plan_and_a_refused_launch_names_its_kernel(device, monkeypatch):
+    monkeypatch.setattr(executor_cache, "select_backend", lambda name, model: FakeCudaBackend())
+    fd = two_kernels()
+    x = device_array(device)
+    outputs = [fd.execute([x])[0] for _ in range(3)]
+    assert all(type(out).__module__ == "cupy" for out in outputs)  # as they are: no conversion
+    np.testing.assert_array_equal(np.asarray(outputs[2]), np.asarray(outputs[1]))
+    assert fast(fd.executor_cache) == [False, True, True]
+    device.refuse(G1)
+    with pytest.raises(CudaFaultError) as caught:
+        line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+        fd.execute([x])
+    err = caught.value
+    assert err.fault.pinned and [k.name for k in err.kernels] == [G1]
+    assert err.runtime is fd.executor_cache.last_runtime and err.location is not None
+    assert err.location.filename == __file__ and err.location.lineno != line  # the line of its op
