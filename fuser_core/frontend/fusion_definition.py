@@ -348,6 +348,7 @@ class FusionDefinition:
     def execute(
         self,
         inputs: Sequence[Any],
+        *,  # nvFuser's signature: options by keyword only
         device: Any = None,
         override_user_schedule: bool = False,
         capture_debug_output: bool = False,
