@@ -293,7 +293,10 @@ class FusionExecutorCache:
 
     @property
     def reports(self) -> deque[RunReport]:
-        """The reports of the last REPORTS_KEPT runs, oldest first."""
+        """The reports of the last REPORTS_KEPT runs, oldest first: brought up to date when
+        read (a fast-path hit records its report's fields and makes it here), so read it
+        again after a run rather than keeping the deque. An executor is run from one
+        thread at a time, as nvFuser's is: a plan's packed arguments are shared."""
         if self._hits:
             self._report_hits()
         return self._reports

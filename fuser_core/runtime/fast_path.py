@@ -30,9 +30,12 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import itertools
+import linecache
 import sys
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from math import copysign
 from typing import Any
 
 import numpy as np
@@ -67,8 +70,10 @@ def input_key(inputs: Sequence[Any]) -> tuple[Any, ...] | None:
             # The device too: a plan's pointers and launch belong to one GPU.
             key.append((x.dtype, x.shape, x.stride(), x.get_device()))
         elif module.startswith("cupy"):
-            key.append((x.dtype, x.shape, x.strides))
-        elif isinstance(x, bool | int | float):
+            key.append((x.dtype, x.shape, x.strides, x.device.id))
+        elif isinstance(x, float):  # the sign too: -0.0 == 0.0, and 1 / -0.0 is -inf
+            key.append((float, x, copysign(1.0, x)))
+        elif isinstance(x, bool | int):
             key.append((type(x), x))
         else:
             return None
@@ -104,11 +109,15 @@ def guard_lines(inputs: Sequence[Any], miss: str) -> tuple[list[str], dict[str, 
             checks += [f"x{p}.shape == shape_{p}", f"x{p}.stride() == strides_{p}", f"x{p}.dtype == dtype_{p}"]
             checks += [f"x{p}.is_cuda", f"x{p}.get_device() == device_{p}"]
         elif type(x).__module__.startswith("cupy"):
-            names[f"dtype_{p}"], names[f"shape_{p}"], names[f"strides_{p}"] = part
+            names[f"dtype_{p}"], names[f"shape_{p}"], names[f"strides_{p}"], names[f"device_{p}"] = part
             checks += [f"x{p}.shape == shape_{p}", f"x{p}.strides == strides_{p}", f"x{p}.dtype == dtype_{p}"]
+            checks.append(f"x{p}.device.id == device_{p}")
         else:
             names[f"value_{p}"] = part[1]
             checks.append(f"x{p} == value_{p}")
+            if len(part) == 3:  # a float: its sign too (input_key)
+                names["copysign"], names[f"sign_{p}"] = copysign, part[2]
+                checks.append(f"copysign(1.0, x{p}) == sign_{p}")
         lines += [f"    x{p} = inputs[{p}]", f"    if not ({' and '.join(checks)}):", f"        return {miss}"]
     return lines, names
 
@@ -329,8 +338,14 @@ def generated(name: str, source: str, names: dict[str, Any]) -> Any:
     a few attribute reads less per argument. Only our own identifiers and integers are
     written into the source; every object it uses is passed in `names`."""
     namespace = dict(names)
-    exec(compile(source, f"<fast path {name}>", "exec"), namespace)
+    # Its own file name in linecache, so that a traceback through it shows its lines.
+    filename = f"<fast path {name} {next(_GENERATED)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    exec(compile(source, filename, "exec"), namespace)
     return namespace[name]
+
+
+_GENERATED = itertools.count()
 
 
 def _data_field(struct: Any) -> Any:

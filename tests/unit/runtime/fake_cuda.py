@@ -106,6 +106,7 @@ class FakeArray(np.ndarray):
 
     __module__ = "cupy"
     fake_device: FakeDevice | None = None
+    gpu = 0  # the GPU it is on, as CuPy's `array.device.id`
 
     def __array_finalize__(self, obj: Any) -> None:
         self.fake_device = getattr(obj, "fake_device", None)
@@ -113,6 +114,10 @@ class FakeArray(np.ndarray):
     @property
     def data(self) -> Any:  # type: ignore[override]
         return SimpleNamespace(ptr=self.ctypes.data)
+
+    @property
+    def device(self) -> Any:  # type: ignore[override]
+        return SimpleNamespace(id=self.gpu)  # CuPy's Device
 
     def get(self) -> np.ndarray:
         assert self.fake_device is not None

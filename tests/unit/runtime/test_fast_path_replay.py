@@ -92,6 +92,7 @@ def test_the_guard_accepts_exactly_the_inputs_with_the_same_key(device):
         [TorchLike((8, 64), (64, 1)), cupy, 3, 0.5, 1],  # a bool's type
         [TorchLike((8, 64), (64, 1)), cupy, 3.0, 0.5, True],
         [TorchLike((8, 64), (64, 1)), cupy, 3, 0.5],  # fewer inputs
+        [TorchLike((8, 64), (64, 1)), on_gpu_1(cupy), 3, 0.5, True],  # a CuPy array on another GPU
         [TorchLike((8, 64), (64, 1)), cupy, 3, 0.5, True, 1],
     ]
     accepts = input_guard(planned)
@@ -99,6 +100,21 @@ def test_the_guard_accepts_exactly_the_inputs_with_the_same_key(device):
     for inputs in others:
         assert accepts(inputs) == (input_key(inputs) == input_key(planned)), inputs
     assert input_guard([np.ones(3)]) is None  # host arrays have no key
+
+
+def on_gpu_1(array):
+    """`array` as CuPy would hold it on a second GPU."""
+    moved = array.copy()
+    moved.gpu = 1
+    return moved
+
+
+@pytest.mark.parametrize(("planned", "other"), [(0.0, -0.0), (-0.0, 0.0), (1.5, 1.5)])
+def test_a_float_scalar_is_keyed_by_its_sign_too(planned, other):
+    """1 / -0.0 is -inf: a plan made for 0.0 must not replay -0.0 (its value is packed)."""
+    same = (planned == other) and (str(planned) == str(other))
+    assert (input_key([other]) == input_key([planned])) == same
+    assert input_guard([planned])([other]) == same  # type: ignore[misc]
 
 
 def test_the_guard_refuses_a_subclass_whose_key_is_the_same():
