@@ -8,7 +8,7 @@ so traversal and cloning see them; attributes hold plain data only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -413,16 +413,22 @@ class MatmulOp(Expr):
         return [_store(result, self.output)]
 
 
-def feeds_reduction(tv: TensorView) -> bool:
-    """Whether a reduction (or Welford) reads `tv` or anything computed from it."""
+def downstream_uses(tv: TensorView, within: Collection[int] | None = None) -> Iterator[tuple[Expr, TensorView]]:
+    """Every (use, tensor it computes) reachable from `tv` through uses, each tensor once;
+    with `within` (expression ids), only through those expressions."""
     stack, seen = [tv], {id(tv)}
     while stack:
         val = stack.pop()
         for use in val.uses:
-            if isinstance(use, ReductionOp | WelfordOp):
-                return True
+            if within is not None and id(use) not in within:
+                continue
             for out in use.outputs:
                 if isinstance(out, TensorView) and id(out) not in seen:
                     seen.add(id(out))
                     stack.append(out)
-    return False
+                    yield use, out
+
+
+def feeds_reduction(tv: TensorView) -> bool:
+    """Whether a reduction (or Welford) reads `tv` or anything computed from it."""
+    return any(isinstance(use, ReductionOp | WelfordOp) for use, _ in downstream_uses(tv))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import IterDomain, ParallelType, Resize
-from fuser_core.ir.tensor_exprs import SliceOp
+from fuser_core.ir.tensor_exprs import SliceOp, downstream_uses
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler import common
 from fuser_core.scheduler.base import (
@@ -262,7 +262,11 @@ def _resizes(group: GroupView) -> Iterator[tuple[IterDomain, Resize]]:
 
 def _resize_links(group: GroupView) -> dict[int, set[int]]:
     """Exact set -> the sets a pad, slice or cat makes of it (RoPE's half-width axis
-    becomes the full head axis): an input varies along those too."""
+    becomes the full head axis): an input varies along those too. Made once per group."""
+    return group.memo("resize_links", lambda: _make_resize_links(group))
+
+
+def _make_resize_links(group: GroupView) -> dict[int, set[int]]:
     links: dict[int, set[int]] = {}
     for dim, resize in _resizes(group):
         source = resize.inputs[0]
@@ -326,24 +330,12 @@ def _broadcast_downstream(group: GroupView, tv: TensorView, inner_set: int) -> b
     neighbours it must not (past the end at the last element: fuzz seed 25 case 811)."""
     if not _through_resizes(concrete_sets(group.id_map, tv), _resize_links(group)) & {inner_set}:
         return False
-    members = {id(e) for e in group.exprs}
-    seen: set[int] = set()
-    stack = [tv]
-    while stack:
-        current = stack.pop()
-        for use in current.uses:
-            if id(use) not in members:
-                continue
-            for out in use.outputs:
-                if not isinstance(out, TensorView) or out.name in seen:
-                    continue
-                seen.add(out.name)
-                if inner_set not in concrete_sets(group.id_map, out) and any(
-                    inner_set in group.links.get(group.id_map.exact(d), ()) for d in out.logical if d.is_broadcast
-                ):
-                    return True
-                stack.append(out)
-    return False
+    members = group.memo("expr_ids", lambda: {id(e) for e in group.exprs})
+    return any(
+        inner_set not in concrete_sets(group.id_map, out)
+        and any(inner_set in group.links.get(group.id_map.exact(d), ()) for d in out.logical if d.is_broadcast)
+        for _, out in downstream_uses(tv, within=members)
+    )
 
 
 def _product(info: RuntimeInfo, dims: list) -> int:  # type: ignore[type-arg]
