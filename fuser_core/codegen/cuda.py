@@ -257,6 +257,16 @@ class _Printer:
                 self._grid(stmt, depth)
             return
         (buffer,) = stmt.buffers
+        if stmt.joined:  # reduced by the next block reduction's call (paired)
+            return
+        if stmt.paired is not None:
+            other, other_at = stmt.paired.buffers[0], expr(stmt.paired.index)
+            self.emit(
+                depth,
+                f"blockReducePair<{threads}>({other}[{other_at}], {buffer}[{at}], {stmt.workspace[0]}, "
+                f"{_op(stmt.paired)}, {_op(stmt)});",
+            )
+            return
         if stmt.thread_dims:
             call = f"{buffer}[{at} + k] = blockReduce<{threads}>({buffer}[{at} + k], {stmt.workspace[0]}, {_op(stmt)});"
             self._per_element(stmt.count, call, depth)
@@ -275,20 +285,34 @@ class _Printer:
         )
 
     def _grid(self, stmt: k.ParallelReduce, depth: int) -> None:
-        """A grid reduction in steps: partials stored, one arrival, and in the last block the
-        combination of this reduction's partials and of the deferred ones it groups."""
+        """A grid reduction in steps: partials stored; arrival in groups of blocks, the last
+        of each group folding its group's partials (of this reduction and of the deferred
+        ones it groups); arrival of those blocks; in the last of them, the combination."""
         blocks, at = _blocks(stmt), expr(stmt.index)
         for buffer, work in zip(stmt.buffers, stmt.work, strict=True):
             self.emit(depth, f"gridStore<{blocks}, {stmt.count}>(&{buffer}[{at}], {work});")
         if stmt.deferred:
             return
         assert stmt.last is not None
-        self.emit(depth, f"bool {stmt.last.name};")
-        self.emit(depth, f"gridArrive<{blocks}>({stmt.semaphores}, {stmt.last.name});")
+        group_last = f"{stmt.last.name}_group"
+        self.emit(depth, f"bool {stmt.last.name}, {group_last};")
+        self.emit(depth, f"gridArriveGroup<{blocks}>({stmt.semaphores}, {group_last});")
+        self.emit(depth, f"if ({group_last}) {{")
+        for red in (*stmt.combines, stmt):
+            self._grid_combine_group(red, depth + 1)
+        self.emit(depth, "}")
+        self.emit(depth, f"gridArriveTop<{blocks}>({stmt.semaphores}, {group_last}, {stmt.last.name});")
         self.emit(depth, f"if ({stmt.last.name}) {{")
         for red in (*stmt.combines, stmt):
             self._grid_combine(red, depth + 1)
         self.emit(depth, "}")
+
+    def _grid_combine_group(self, stmt: k.ParallelReduce, depth: int) -> None:
+        blocks = _blocks(stmt)
+        if stmt.op == "welford":
+            self.emit(depth, f"gridWelfordCombineGroup<{blocks}, {stmt.count}>({', '.join(stmt.work)});")
+            return
+        self.emit(depth, f"gridCombineGroup<{blocks}, {stmt.count}>({stmt.work[0]}, {_op(stmt)});")
 
     def _grid_combine(self, stmt: k.ParallelReduce, depth: int) -> None:
         blocks, at = _blocks(stmt), expr(stmt.index)

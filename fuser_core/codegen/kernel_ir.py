@@ -216,6 +216,11 @@ class ParallelReduce(Stmt):
     # those it lists in `combines` (so one block holds every result, where `last` is true).
     deferred: bool = False
     combines: tuple[ParallelReduce, ...] = ()
+    # Two independent block reductions of one scope reduce together (one round of barriers,
+    # not two): the earlier one is `joined` (its statement stays, for the interpreter and
+    # the dump, and prints nothing); the later one names it as `paired` and prints both.
+    joined: bool = False
+    paired: ParallelReduce | None = None
 
 
 # -- the kernel -----------------------------------------------------------------------
@@ -441,6 +446,10 @@ def _stmts(stmts: list[Stmt], depth: int, lines: list[str]) -> None:
                 last = " (combined by a later grid reduction)"
             elif stmt.combines:
                 last += f" (also combines {', '.join(r.buffers[0] for r in stmt.combines)})"
+            if stmt.joined:
+                last += " (reduced with the next block reduction)"
+            elif stmt.paired is not None:
+                last += f" (together with {stmt.paired.buffers[0]})"
             lines.append(f"{pad}{kind} REDUCE {stmt.op} {', '.join(stmt.buffers)}{span} over {where}{last}")
         else:
             raise TypeError(f"unknown kernel IR statement {stmt!r}")

@@ -319,32 +319,123 @@ __device__ __forceinline__ void gridStore(const T* values, T* work) {
   for (int c = 0; c < COUNT; ++c) work[c * g.stride + g.slot] = values[c];
 }
 
-// After its stores, a block arrives (a fence, then an atomic count); `last` is true in the
-// last block of its segment to arrive, which resets the semaphore for the next launch.
+// Blocks combine in a two-level tree, so that no block reads every block's partials
+// (an inner-outer kernel's wave of 264 blocks x 4096 columns: about 8 MiB for one
+// block). The blocks of a segment form groups of `fan` consecutive ranks; the last of a
+// group to arrive folds its group's partials into the slots of the group's first rank,
+// then arrives at the segment's top count; the last of those combines the groups' slots.
+// Up to 64 blocks are one group (one level). The order of every combination is fixed by
+// rank, whichever block arrives last: results are deterministic. Semaphores: 2 ints per
+// block of the launch; a segment's group counts at [2 * segment * blocks + group], its top
+// count at [2 * segment * blocks + blocks].
+// Another block's partials: read from L2 (L1 is not coherent across blocks).
+template <typename T>
+__device__ __forceinline__ T loadGlobalCoherent(const T* p) { return *reinterpret_cast<const volatile T*>(p); }
+template <> __device__ __forceinline__ float loadGlobalCoherent(const float* p) { return __ldcg(p); }
+template <> __device__ __forceinline__ double loadGlobalCoherent(const double* p) { return __ldcg(p); }
+template <> __device__ __forceinline__ int loadGlobalCoherent(const int* p) { return __ldcg(p); }
+template <> __device__ __forceinline__ long long loadGlobalCoherent(const long long* p) { return __ldcg(p); }
+
+__device__ __forceinline__ unsigned gridFan(unsigned blocks) {
+  if (blocks <= 64) return blocks;
+  unsigned fan = 1;
+  while (fan * fan < blocks) ++fan;
+  return fan;
+}
+
+// Arrival within the group: `group_last` is true in the last block of its group to arrive,
+// which resets the group's count for the next launch.
 template <bool BX, bool BY, bool BZ>
-__device__ __forceinline__ void gridArrive(int* semaphores, bool& last) {
+__device__ __forceinline__ void gridArriveGroup(int* semaphores, bool& group_last) {
   const GridSlot<BX, BY, BZ> g;
+  const unsigned rank = (g.slot / g.threads) - static_cast<unsigned long long>(g.segment) * g.blocks;
+  const unsigned fan = gridFan(g.blocks), group = rank / fan;
+  const unsigned members = min(fan, g.blocks - group * fan);
   __threadfence();
   __syncthreads();
   __shared__ bool block_is_last;
   if (g.tid == 0) {
-    block_is_last = atomicAdd(&semaphores[g.segment], 1) == static_cast<int>(g.blocks) - 1;
-    if (block_is_last) semaphores[g.segment] = 0;
+    int* count = &semaphores[2ull * g.segment * g.blocks + group];
+    block_is_last = atomicAdd(count, 1) == static_cast<int>(members) - 1;
+    if (block_is_last) *count = 0;
+  }
+  __syncthreads();
+  group_last = block_is_last;
+  if (group_last) __threadfence();
+}
+
+// In a group's last block: its group's partials folded, in rank order, into the slots of
+// its first rank.
+template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename Op>
+__device__ __forceinline__ void gridCombineGroup(T* work, Op op) {
+  const GridSlot<BX, BY, BZ> g;
+  const unsigned rank = (g.slot / g.threads) - static_cast<unsigned long long>(g.segment) * g.blocks;
+  const unsigned fan = gridFan(g.blocks), first = (rank / fan) * fan;
+  const unsigned members = min(fan, g.blocks - first);
+#pragma unroll
+  for (int c = 0; c < COUNT; ++c) {
+    T* at = work + c * g.stride + g.first + static_cast<unsigned long long>(first) * g.threads;
+    T result = loadGlobalCoherent(at);
+    for (unsigned b = 1; b < members; ++b) result = op(result, loadGlobalCoherent(at + b * g.threads));
+    *at = result;
+  }
+}
+
+template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename N>
+__device__ __forceinline__ void gridWelfordCombineGroup(T* w_avg, T* w_m2, N* w_n) {
+  const GridSlot<BX, BY, BZ> g;
+  const unsigned rank = (g.slot / g.threads) - static_cast<unsigned long long>(g.segment) * g.blocks;
+  const unsigned fan = gridFan(g.blocks), first = (rank / fan) * fan;
+  const unsigned members = min(fan, g.blocks - first);
+#pragma unroll
+  for (int c = 0; c < COUNT; ++c) {
+    const unsigned long long at = c * g.stride + g.first + static_cast<unsigned long long>(first) * g.threads;
+    T a = loadGlobalCoherent(w_avg + at), m = loadGlobalCoherent(w_m2 + at);
+    N count = loadGlobalCoherent(w_n + at);
+    for (unsigned b = 1; b < members; ++b) {
+      const unsigned long long other = at + b * g.threads;
+      welfordCombine(a, m, count, loadGlobalCoherent(w_avg + other), loadGlobalCoherent(w_m2 + other),
+                     loadGlobalCoherent(w_n + other));
+    }
+    w_avg[at] = a; w_m2[at] = m; w_n[at] = count;
+  }
+}
+
+// After its group is folded, a group's last block arrives at the segment's top count;
+// `last` is true in the last of them (with one group, in the group's last block).
+template <bool BX, bool BY, bool BZ>
+__device__ __forceinline__ void gridArriveTop(int* semaphores, bool group_last, bool& last) {
+  const GridSlot<BX, BY, BZ> g;
+  const unsigned fan = gridFan(g.blocks), groups = (g.blocks + fan - 1) / fan;
+  if (groups == 1 || !group_last) {
+    last = group_last && groups == 1;
+    return;
+  }
+  __threadfence();
+  __syncthreads();
+  __shared__ bool block_is_last;
+  if (g.tid == 0) {
+    int* count = &semaphores[2ull * g.segment * g.blocks + g.blocks];
+    block_is_last = atomicAdd(count, 1) == static_cast<int>(groups) - 1;
+    if (block_is_last) *count = 0;
   }
   __syncthreads();
   last = block_is_last;
   if (last) __threadfence();
 }
 
-// In the last block: values[0..COUNT) become the combination of every block's partials.
+// In the last block: values[0..COUNT) become the combination of the groups' slots.
 template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename Op>
 __device__ __forceinline__ void gridCombine(T* values, const T* work, Op op) {
   const GridSlot<BX, BY, BZ> g;
-  const volatile T* partials = work;
+  const unsigned fan = gridFan(g.blocks), groups = (g.blocks + fan - 1) / fan;
 #pragma unroll
   for (int c = 0; c < COUNT; ++c) {
-    T result = partials[c * g.stride + g.first];
-    for (unsigned b = 1; b < g.blocks; ++b) result = op(result, partials[c * g.stride + g.first + b * g.threads]);
+    const T* at = work + c * g.stride + g.first;
+    T result = loadGlobalCoherent(at);
+    for (unsigned group = 1; group < groups; ++group) {
+      result = op(result, loadGlobalCoherent(at + group * fan * g.threads));
+    }
     values[c] = result;
   }
 }
@@ -354,27 +445,60 @@ __device__ __forceinline__ void gridCombine(T* values, const T* work, Op op) {
 template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename Op>
 __device__ __forceinline__ void gridReduce(T* values, T* work, int* semaphores, Op op, bool& last) {
   gridStore<BX, BY, BZ, COUNT>(values, work);
-  gridArrive<BX, BY, BZ>(semaphores, last);
+  bool group_last;
+  gridArriveGroup<BX, BY, BZ>(semaphores, group_last);
+  if (group_last) gridCombineGroup<BX, BY, BZ, COUNT>(work, op);
+  gridArriveTop<BX, BY, BZ>(semaphores, group_last, last);
   if (last) gridCombine<BX, BY, BZ, COUNT>(values, work, op);
+}
+
+// Two block reductions at once (two independent row sums): the warps' results of both go
+// through shared memory in one round of barriers. Along threadIdx.x alone, in warps that
+// lie inside one group; elsewhere, one reduction after the other.
+template <bool RX, bool RY, bool RZ, typename T, typename OpA, typename OpB>
+__device__ __forceinline__ void blockReducePair(T& a, T& b, T* scratch, OpA op_a, OpB op_b) {
+  if (RX && !RY && !RZ && (blockDim.x & 31) == 0) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      a = op_a(a, fuser_shfl_xor(a, offset));
+      b = op_b(b, fuser_shfl_xor(b, offset));
+    }
+    if (blockDim.x == 32) return;
+    const unsigned warps = blockDim.x >> 5;
+    const unsigned base = 2 * (threadIdx.y * warps + threadIdx.z * blockDim.y * warps);
+    __syncthreads();  // the previous reduction's readers are done with scratch
+    if ((threadIdx.x & 31) == 0) {
+      scratch[base + (threadIdx.x >> 5)] = a;
+      scratch[base + warps + (threadIdx.x >> 5)] = b;
+    }
+    __syncthreads();
+    T ra = scratch[base], rb = scratch[base + warps];
+    for (unsigned w = 1; w < warps; ++w) {
+      ra = op_a(ra, scratch[base + w]);
+      rb = op_b(rb, scratch[base + warps + w]);
+    }
+    a = ra;
+    b = rb;
+    return;
+  }
+  a = blockReduce<RX, RY, RZ>(a, scratch, op_a);
+  b = blockReduce<RX, RY, RZ>(b, scratch, op_b);
 }
 
 // Welford's (avg, M2, N) partials combined across blocks, in the last block (Chan's rule).
 template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename N>
 __device__ __forceinline__ void gridWelfordCombine(T* avg, T* m2, N* n, const T* w_avg, const T* w_m2, const N* w_n) {
   const GridSlot<BX, BY, BZ> g;
-  const volatile T* p_avg = w_avg;
-  const volatile T* p_m2 = w_m2;
-  const volatile N* p_n = w_n;
+  const unsigned fan = gridFan(g.blocks), groups = (g.blocks + fan - 1) / fan;
 #pragma unroll
   for (int c = 0; c < COUNT; ++c) {
     const unsigned long long at = c * g.stride + g.first;
-    T a = p_avg[at], m = p_m2[at];
-    N count = p_n[at];
-    for (unsigned b = 1; b < g.blocks; ++b) {
-      const unsigned long long other = at + b * g.threads;
-      const T avg_b = p_avg[other], m2_b = p_m2[other];
-      const N n_b = p_n[other];
-      welfordCombine(a, m, count, avg_b, m2_b, n_b);
+    T a = loadGlobalCoherent(w_avg + at), m = loadGlobalCoherent(w_m2 + at);
+    N count = loadGlobalCoherent(w_n + at);
+    for (unsigned group = 1; group < groups; ++group) {
+      const unsigned long long other = at + group * fan * g.threads;
+      welfordCombine(a, m, count, loadGlobalCoherent(w_avg + other), loadGlobalCoherent(w_m2 + other),
+                     loadGlobalCoherent(w_n + other));
     }
     avg[c] = a; m2[c] = m; n[c] = count;
   }

@@ -1,4 +1,8 @@
-"""Several grid reductions in one kernel (layer-norm backward's weight and bias gradients,
+"""Reductions of one kernel grouped. Two block reductions of one scope that do not read
+each other (layer norm backward's two row sums) reduce together: one round of barriers
+instead of two (`group_block_reductions`).
+
+Several grid reductions in one kernel (layer-norm backward's weight and bias gradients,
 two sums of one input over few rows). Each grid reduction alone finds the last block to
 arrive with its own semaphore, and only there holds its result: with two, the last
 blocks may differ, and nothing could be computed from both. So they arrive once: every
@@ -54,6 +58,71 @@ def group_grid_reductions(body: list[k.Stmt]) -> str | None:
     final.combines = tuple(deferred)
     scope[first + 1 :] = [*kept, final, *aliases, *moved, *scope[end + 1 :]]
     return None
+
+
+def group_block_reductions(body: list[k.Stmt]) -> None:
+    """Pair, in place, each block reduction (one float or double element along threadIdx.x
+    only) with the next one of its scope of the same dtype when nothing between them reads
+    the first's result: the first moves down beside the second, which reduces both."""
+    for scope in _scopes(body):
+        index = 0
+        while index < len(scope):
+            first = scope[index]
+            if not _pairable(first):
+                index += 1
+                continue
+            assert isinstance(first, k.ParallelReduce)
+            later = next(
+                (
+                    j
+                    for j in range(index + 1, len(scope))
+                    if _pairable(scope[j]) or _reads(scope[j]) & set(first.buffers)
+                ),
+                None,
+            )
+            second = scope[later] if later is not None else None
+            if (
+                not isinstance(second, k.ParallelReduce)
+                or not _pairable(second)
+                or second.dtypes != first.dtypes
+                or set(first.buffers) & _writes_between(scope, index, later)  # type: ignore[arg-type]
+            ):
+                index += 1
+                continue
+            assert later is not None
+            scope.insert(later - 1, scope.pop(index))
+            first.joined, second.paired = True, first
+            index = later + 1
+
+
+def _pairable(stmt: k.Stmt) -> bool:
+    return (
+        isinstance(stmt, k.ParallelReduce)
+        and not stmt.block_dims
+        and stmt.thread_dims == ("threadIdx.x",)
+        and stmt.count == 1
+        and stmt.op != "welford"
+        and stmt.dtypes[0].name in ("Float", "Double")
+        and not stmt.joined
+        and stmt.paired is None
+    )
+
+
+def _writes_between(scope: list[k.Stmt], start: int, end: int) -> set[str]:
+    names: set[str] = set()
+    for stmt in scope[start + 1 : end]:
+        names |= _writes(stmt)
+    return names
+
+
+def _scopes(stmts: list[k.Stmt]) -> Iterator[list[k.Stmt]]:
+    yield stmts
+    for stmt in stmts:
+        if isinstance(stmt, k.For):
+            yield from _scopes(stmt.body)
+        elif isinstance(stmt, k.If):
+            yield from _scopes(stmt.then)
+            yield from _scopes(stmt.orelse)
 
 
 def scope_of(stmts: list[k.Stmt], target: k.Stmt) -> list[k.Stmt] | None:

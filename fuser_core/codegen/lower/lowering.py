@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.fast_division import use_fast_division
-from fuser_core.codegen.lower.grid_groups import group_grid_reductions
+from fuser_core.codegen.lower.grid_groups import group_block_reductions, group_grid_reductions
 from fuser_core.codegen.lower.model import HARDWARE, concrete, loop_var
 from fuser_core.codegen.lower.stores import Stores
 from fuser_core.codegen.simplify import const_value, index_bounds
@@ -75,6 +75,7 @@ class Lowering(Stores):
         self._size_reduce_scratch()
         dynamic_shared = _place_in_dynamic_shared_memory(self.body, self.shared_bytes)
         semaphores = {s.semaphores for s in k.walk(self.body) if isinstance(s, k.ParallelReduce)}
+        group_block_reductions(self.body)
         why = group_grid_reductions(self.body)
         # A deferred grid reduction arrives with the last one: its semaphore is not needed.
         semaphores -= {s.semaphores for s in k.walk(self.body) if isinstance(s, k.ParallelReduce)}

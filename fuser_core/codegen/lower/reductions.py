@@ -93,7 +93,7 @@ class Reductions(Compute):
             reduce.work = tuple(
                 self._workspace(f"work_{n}", d, per_thread=size) for n, d in zip(names, dtypes, strict=True)
             )
-            reduce.semaphores = self._workspace(f"sem_{label}", DataType.Int32, per_block=1, zeroed=True)
+            reduce.semaphores = self._workspace(f"sem_{label}", DataType.Int32, per_block=2, zeroed=True)
             reduce.last = k.Var(DataType.Bool, f"last_{label}")
             for hw in block_dims:
                 self.grid_last[hw] = reduce
@@ -149,11 +149,7 @@ class Reductions(Compute):
         wanted = self.fusion.min_blocks_per_sm
         if wanted <= 0:
             return 0
-        words = sum(
-            -(-s.size * s.dtype.itemsize // 4)
-            for s in k.walk(self.body)
-            if isinstance(s, k.Alloc) and s.memory == k.Memory.local
-        )
+        words = _live_register_words(self.body)
         per_thread = -(-(words + REGISTER_SLACK) // 8) * 8  # registers are allocated 8 at a time
         fits = REGISTERS_PER_SM // (max(self._max_threads(), 1) * per_thread)
         return max(1, min(wanted, fits))
@@ -182,6 +178,64 @@ class Reductions(Compute):
     ) -> str:
         self.workspaces.append(k.Workspace(name, dtype, per_thread, per_block, zeroed))
         return name
+
+
+def _live_register_words(body: list[k.Stmt]) -> int:
+    """The most 32-bit words of register arrays live at once: an array lives from its
+    first use to its last, across the whole of any loop it is used in but allocated
+    outside (its values carry from one iteration to the next). An inner-outer kernel's
+    column sums exist only after its row loop, beside the partials they are combined
+    from; counted throughout, they halved its blocks per SM."""
+    words: dict[str, int] = {}
+    spans: dict[str, list[int]] = {}
+    position = 0
+
+    def use(name: str) -> None:
+        if name in words:
+            span = spans.setdefault(name, [position, position])
+            span[1] = position
+
+    def visit(stmts: list[k.Stmt], enclosing: list[tuple[int, set[str]]]) -> None:
+        nonlocal position
+        for stmt in stmts:
+            position += 1
+            if isinstance(stmt, k.Alloc):
+                if stmt.memory == k.Memory.local:
+                    words[stmt.buffer] = -(-stmt.size * stmt.dtype.itemsize // 4)
+                    for _, allocated in enclosing:
+                        allocated.add(stmt.buffer)
+                continue
+            names: list[str] = []
+            if isinstance(stmt, k.Store):
+                names = [stmt.buffer, *k.node_reads(stmt.index), *k.node_reads(stmt.value)]
+            elif isinstance(stmt, k.Define):
+                names = list(k.node_reads(stmt.value))
+            elif isinstance(stmt, k.VectorCopy):
+                names = [stmt.dst, stmt.src]
+            elif isinstance(stmt, k.ParallelReduce):
+                names = list(stmt.buffers)
+            elif isinstance(stmt, k.If):
+                names = list(k.node_reads(stmt.cond))
+            for name in names:
+                use(name)
+            if isinstance(stmt, k.For):
+                start, inside = position, set[str]()
+                visit(stmt.body, [*enclosing, (start, inside)])
+                for name, span in spans.items():  # used inside, allocated outside: live throughout
+                    if name not in inside and span[1] > start and span[0] <= position:
+                        span[0], span[1] = min(span[0], start), max(span[1], position)
+            elif isinstance(stmt, k.If):
+                visit(stmt.then, enclosing)
+                visit(stmt.orelse, enclosing)
+
+    visit(body, [])
+    events = sorted([(span[0], words[name]) for name, span in spans.items()] +
+                    [(span[1] + 1, -words[name]) for name, span in spans.items()])  # fmt: skip
+    live = peak = 0
+    for _, delta in events:
+        live += delta
+        peak = max(peak, live)
+    return peak
 
 
 def _accumulator(dtype: DataType) -> DataType:

@@ -101,13 +101,14 @@ def test_layer_norm_asks_for_the_blocks_its_registers_allow():
 
 def test_launch_bounds_never_squeeze_the_kernels_own_arrays():
     """A target beyond what the arrays leave room for is lowered: 8 blocks of 256 would
-    leave 32 registers, under layer norm's 40 words of arrays; those and the 8 of slack
-    (48 registers) allow 5."""
+    leave 32 registers, under the 30 words of layer norm's arrays live at once (of 40 in
+    all: the output's vector is filled after the loaded row's last use); those and the 8
+    of slack (40 registers) allow 6."""
     runtime, _ = runtime_and_inputs(SAMPLES_DIR / "layer_norm_fwd.py")
     (group,) = runtime.segmented.groups
     group.fusion.min_blocks_per_sm = 8
     kernel = lower_group(group.fusion, "k", index_dtype(runtime.signature.index_type))
-    assert kernel.min_blocks == 5
+    assert kernel.min_blocks == 6
 
 
 @pytest.mark.parametrize("name", ["layer_norm_fwd", "rms_norm_fwd", "softmax", "var_mean", "bias_residual_layer_norm"])
