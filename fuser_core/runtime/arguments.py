@@ -4,13 +4,16 @@ Inputs may be NumPy arrays, Python or NumPy scalars, and torch or CuPy arrays wh
 those are installed (recognised by type, never imported here). Tensors are copied
 to host NumPy arrays for the reference backend; their original strides are kept
 for the cache key. A wrong input count, dtype or rank, or a size that contradicts a
-static or broadcast axis, or strides that contradict the declared contiguity, is a
-FuserError naming the input.
+static or broadcast axis, strides that contradict the declared contiguity, or two
+sizes of axes that the fusion's ops map together (an add of [4, 3] and [1, 3] inputs
+defined as [-1, -1]: no implicit broadcast, as in nvFuser), is a FuserError naming the
+inputs.
 """
 
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +27,7 @@ from fuser_core.ir.evaluator import ExpressionEvaluator
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.scalar import Scalar, normalize_value
 from fuser_core.ir.tensor_view import TensorView
+from fuser_core.scheduler.id_map import IdMap
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,63 @@ def convert_inputs(fusion: Fusion, inputs: Sequence[Any]) -> list[Any]:
             args.append(arg)
         else:
             args.append(_check_scalar(index, val, value))  # type: ignore[arg-type]
+    _check_mapped_sizes(fusion, args)
     return args
+
+
+# Per fusion: groups of (input position, axis) whose axes the ops map exactly, with
+# extents of their own (kernels index them all by one of those extents).
+_MAPPED_AXES: weakref.WeakKeyDictionary[Fusion, list[list[tuple[int, int]]]] = weakref.WeakKeyDictionary()
+
+
+def _check_mapped_sizes(fusion: Fusion, args: Sequence[Any]) -> None:
+    groups = _MAPPED_AXES.get(fusion)
+    if groups is None:
+        groups = _MAPPED_AXES[fusion] = _mapped_axes(fusion)
+    for group in groups:
+        (p0, a0), *rest = group
+        size = args[p0].shape[a0]
+        for p, a in rest:
+            if args[p].shape[a] != size:
+                _raise_mismatch(fusion, (p0, a0, size), (p, a, args[p].shape[a]))
+
+
+def _raise_mismatch(fusion: Fusion, first: tuple[int, int, int], other: tuple[int, int, int]) -> None:
+    """The error for two mapped input axes of different sizes, naming the op that maps
+    them (the first whose expressions, from the start, tie them)."""
+    exprs = [e for e in fusion.exprs() if e.is_tensor_op()]
+    dims = [fusion.inputs[p].logical_no_reductions()[a] for p, a, _ in (first, other)]  # type: ignore[attr-defined]
+    op = exprs[-1] if exprs else None
+    for end in range(1, len(exprs) + 1):
+        id_map = IdMap(exprs[:end])
+        if all(id_map.knows(d) for d in dims) and id_map.exact(dims[0]) == id_map.exact(dims[1]):
+            op = exprs[end - 1]
+            break
+    (p0, a0, s0), (p1, a1, s1) = first, other
+    raise FuserError(
+        f"{_input_label(p1, fusion.inputs[p1])} axis {a1} has size {s1}, but "
+        f"{_input_label(p0, fusion.inputs[p0])} axis {a0}, which it is combined with, has size {s0}: "
+        "an axis defined with -1 is not broadcast even when its size is 1: define it with size 1 to broadcast",
+        op=op.op_name if op is not None else None,
+        tensor=str(op.outputs[0]) if op is not None else None,
+        location=op.location if op is not None else None,
+    )
+
+
+def _mapped_axes(fusion: Fusion) -> list[list[tuple[int, int]]]:
+    id_map = IdMap([e for e in fusion.exprs() if e.is_tensor_op()])
+    by_set: dict[int, list[tuple[int, int]]] = {}
+    extents: dict[int, set[int]] = {}
+    for position, val in enumerate(fusion.inputs):
+        if not isinstance(val, TensorView):
+            continue
+        for axis, dim in enumerate(val.logical_no_reductions()):
+            if dim.is_broadcast or dim.maybe_expanded_extent.is_const or not id_map.knows(dim):
+                continue
+            key = id_map.exact(dim)
+            by_set.setdefault(key, []).append((position, axis))
+            extents.setdefault(key, set()).add(id(dim.maybe_expanded_extent))
+    return [group for key, group in by_set.items() if len(extents[key]) > 1]
 
 
 def bind_args(fusion: Fusion, args: Sequence[Any], values: bool = True) -> ExpressionEvaluator:

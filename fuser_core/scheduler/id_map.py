@@ -92,6 +92,10 @@ class IdMap:
             else:
                 self.broadcast_links.setdefault(id(expr), []).append((p, c))
 
+    def knows(self, dim: IterDomain) -> bool:
+        """Whether `dim` is an axis of a tensor of the map's expressions."""
+        return id(dim) in self._keys
+
     def exact(self, dim: IterDomain) -> int:
         """The exact set of `dim` (a stable small integer)."""
         return self._exact.find(self._key(dim))

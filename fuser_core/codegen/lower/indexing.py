@@ -237,10 +237,20 @@ class Indexing(Predicates):
             term = _substitute(term, lanes)
             if _loop_vars(term) <= own and term not in terms:
                 terms.append(term)
+        # The same checks in another order (from another consumer) are the same instance:
+        # the first one found, in its order.
+        key = (
+            tuple(self.same_extent(c) for c in inst.coords),
+            tuple(sorted(self.same_extent(term) for term in terms)),
+        )
+        found = self._instances_by_checks.get(key)
+        if found is not None:
+            return found
         valid: k.Node = TRUE
         for term in terms:
             valid = land(valid, term)
-        return Instance(inst.coords, valid)
+        self._instances_by_checks[key] = Instance(inst.coords, valid)
+        return self._instances_by_checks[key]
 
     # -- forward indexing: loop indices at logical coordinates ---------------------------
     def _forward_index(self, tv: TensorView, coords: Coords) -> dict[int, k.Node]:
