@@ -7,9 +7,12 @@
 # definition; mean and rstd come in as [N, 1] with a broadcast second axis.
 #
 # What to look at in the workbench: the segmentation: the inner-reduction (per-row)
-# part and the outer-reduction (per-column) part want different schedules, so where
-# does the segmenter cut, which tensors cross the cut (x_hat recomputed or passed?),
-# and the reasons recorded for the merges it refused.
+# part and the outer-reduction (per-column) part want different schedules. At these
+# sizes the inner-outer persistent scheduler takes both in one kernel (a wave of blocks,
+# each looping over its rows while its column sums accumulate; `row_blocks` in its
+# params): x and grad_out are read once. With too few rows to loop over (a few hundred),
+# the segmenter cuts instead: see which tensors cross the cut (x_hat recomputed or
+# passed?) and the reasons recorded for the merges it refused.
 # Inputs: grad_out and x bf16[16384, 4096] = 2 x 128 MiB, mean and rstd float32[16384, 1]
 # = 64 KiB each (random here: the formulas hold for any saved values), weight bf16[4096].
 import torch

@@ -27,6 +27,7 @@ GENERATED = {
     SchedulerType.reduction,
     SchedulerType.inner_persistent,
     SchedulerType.outer_persistent,
+    SchedulerType.inner_outer_persistent,
     SchedulerType.user,
 }
 

@@ -28,6 +28,7 @@ class SchedulerType(enum.Enum):
     reduction = "reduction"
     inner_persistent = "inner_persistent"
     outer_persistent = "outer_persistent"
+    inner_outer_persistent = "inner_outer_persistent"
     user = "user"  # a definition's own schedule(): one kernel, as the user scheduled it
 
 

@@ -101,12 +101,19 @@ class ReductionParams(HeuristicParams):
     # Inner persistent: float buffers cast from 16-bit inputs held as those inputs (`buffers`
     # names the inputs; checks.projected_buffers).
     buffers_projected_to_inputs: bool = False
+    # Inner-outer persistent only (0 elsewhere): blocks along the rows, each looping over
+    # its share of them serially while its column sums accumulate (inner_outer).
+    row_blocks: int = 0
 
     def shown(self) -> list[tuple[str, object]]:
-        """Every parameter; the inner persistent ones only for an inner persistent kernel."""
+        """Every parameter; the inner persistent ones only for an inner persistent kernel,
+        the row blocks only for an inner-outer one."""
+        shown = super().shown()
+        if not self.row_blocks:
+            shown = [(name, value) for name, value in shown if name != "row_blocks"]
         if self.padded_threads:
-            return super().shown()
-        return [(name, value) for name, value in super().shown() if name not in _INNER_PERSISTENT_ONLY]
+            return shown
+        return [(name, value) for name, value in shown if name not in _INNER_PERSISTENT_ONLY]
 
 
 _INNER_PERSISTENT_ONLY = (
@@ -185,8 +192,10 @@ class ReductionScheduler:
             )
         return None
 
-    def heuristics(self, group: GroupView, info: RuntimeInfo) -> ReductionParams:
-        return self._params(group, info, None)
+    def heuristics(self, group: GroupView, info: RuntimeInfo, accumulators: int = 0) -> ReductionParams:
+        """`accumulators`: bytes a thread holds per element of its row besides the row's
+        own (an inner-outer kernel's column sums)."""
+        return self._params(group, info, None, accumulators)
 
     def with_grid_split(self, group: GroupView, info: RuntimeInfo, grid: int) -> ReductionParams:
         """The non-persistent schedule of `group` with `grid` blocks along the reduction
@@ -194,7 +203,7 @@ class ReductionScheduler:
         choice at run time (a normalization re-reads its inputs after each reduction)."""
         return ReductionScheduler()._params(group, info, grid)
 
-    def _params(self, group: GroupView, info: RuntimeInfo, grid: int | None) -> ReductionParams:
+    def _params(self, group: GroupView, info: RuntimeInfo, grid: int | None, accumulators: int = 0) -> ReductionParams:
         reference = group.reduction_tvs()[0]
         inner = is_inner_reduction(group, reference)
         rows = max(1, info.numel(reference))
@@ -205,7 +214,7 @@ class ReductionScheduler:
         if grid is None and normalization:
             grid = 1  # a row re-read after its reduction needs the whole row's result in its block
         if inner and self.persistent:
-            return _inner_persistent_params(group, info, reference, rows, length, vectorize)
+            return _inner_persistent_params(group, info, reference, rows, length, vectorize, accumulators)
         if inner:
             return self._inner_params(group, info, reference, rows, length, vectorize, grid)
         return self._outer_params(group, info, reference, rows, length, vectorize, grid)
@@ -324,7 +333,7 @@ def _lanes_innermost(tv: TensorView) -> None:
 
 
 def _inner_persistent_params(
-    group: GroupView, info: RuntimeInfo, ref: TensorView, rows: int, length: int, vec: int
+    group: GroupView, info: RuntimeInfo, ref: TensorView, rows: int, length: int, vec: int, accumulators: int = 0
 ) -> ReductionParams:
     """The persistent batch, threads and rows per block against the register budget
     (persistent_budget.choose_split); where the buffers would spill out of registers but a
@@ -333,7 +342,7 @@ def _inner_persistent_params(
     lanes = -(-length // vec)
     per_row_inputs = _per_row_inputs(group, ref)
     buffers = persistent_buffers(group)
-    held = _register_bytes_per_element(group, per_row_inputs, buffers)
+    held = _register_bytes_per_element(group, per_row_inputs, buffers) + accumulators
     per_row = sum(-(-tv.dtype.itemsize // 4) for tv in per_row_inputs)  # registers, whatever the batch
     split = choose_split(lanes, rows, held * vec, has_exp(group), info.device, row_registers=per_row)
     row_bytes = _buffer_bytes_per_row(group, info)
@@ -370,7 +379,7 @@ def _inner_persistent_params(
     projected = projected_buffers(group)
     projecting = projected != buffers and split.blocks_per_sm <= 1 and not in_shared
     if projecting:
-        held = _register_bytes_per_element(group, per_row_inputs, projected)
+        held = _register_bytes_per_element(group, per_row_inputs, projected) + accumulators
         split = choose_split(lanes, rows, held * vec, has_exp(group), info.device, row_registers=per_row)
         buffers = projected
         row_bytes = _buffer_bytes_per_row(group, info, projected)
@@ -524,6 +533,12 @@ def _inner_loops(tv: TensorView, params: ReductionParams, has_iteration: bool) -
     _parallelize_reduction(tv, r, [ParallelType.Serial, ParallelType.TIDx, ParallelType.Vectorize], params)
     if not has_iteration:
         return 0
+    if params.row_blocks:  # [BIDx, rows, TIDy]: each block loops over its rows (inner_outer)
+        tv.split(0, params.row_blocks, inner_split=False)
+        tv.split(1, params.threads_iteration)
+        tv.parallelize(0, ParallelType.BIDx)
+        tv.parallelize(2, ParallelType.TIDy)
+        return 3
     tv.split(0, params.threads_iteration)
     tv.parallelize(0, ParallelType.BIDx)
     tv.parallelize(1, ParallelType.TIDy)

@@ -8,6 +8,7 @@ from dataclasses import replace
 from fuser_core.scheduler.base import RejectCategory, Rejection, Scheduler, SchedulerType
 from fuser_core.scheduler.expr_eval import ExprEvalScheduler
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
+from fuser_core.scheduler.inner_outer import InnerOuterPersistentScheduler
 from fuser_core.scheduler.no_op import NoOpScheduler
 from fuser_core.scheduler.pointwise import PointwiseScheduler
 from fuser_core.scheduler.reduction import InnerPersistentScheduler, OuterPersistentScheduler, ReductionScheduler
@@ -22,6 +23,7 @@ SCHEDULERS: tuple[Scheduler, ...] = (
     PointwiseScheduler(),
     InnerPersistentScheduler(),
     OuterPersistentScheduler(),
+    InnerOuterPersistentScheduler(),
 )
 
 # The user scheduler is never proposed: a user-scheduled fusion goes to it whole.

@@ -4,9 +4,12 @@ input one after the other."""
 
 from __future__ import annotations
 
-from fuser_core.codegen.lower.model import HARDWARE
+from fuser_core.codegen.lower.model import HARDWARE, concrete
+from fuser_core.ir.iter_domain import ParallelType
 from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp, WelfordOp, feeds_reduction
 from fuser_core.ir.tensor_view import TensorView
+
+_BLOCK_TYPES = (ParallelType.BIDx, ParallelType.BIDy, ParallelType.BIDz)
 
 
 def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
@@ -79,12 +82,50 @@ def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
         if all(position.get(name, -1) <= last for name in sources(tv)):  # its inputs are ready there
             order.remove(tv)
             order.insert(last + 1, tv)
-    return order
+    return _grid_results_last(order)
+
+
+def _grid_results_last(order: list[TensorView]) -> list[TensorView]:
+    """A grid reduction's result, and what is computed from it, go after everything else:
+    it exists only once every block has arrived, after the loops its partial accumulated
+    in (an inner-outer kernel's column sums, after the row loop whose other tensors would
+    otherwise be emitted in a second copy of that loop)."""
+    grid = [
+        tv
+        for tv in order
+        if isinstance(tv.definition, ReductionOp | WelfordOp)
+        and any(d.is_reduction and d.parallel_type in _BLOCK_TYPES for d in tv.loop)
+    ]
+    if not grid:
+        return order
+    # (a Welford's siblings too: a variance reads its M2)
+    late: set[int] = {out.name for tv in grid for out in tv.definition.outputs if isinstance(out, TensorView)}  # type: ignore[union-attr]
+    for tv in order:
+        if tv.name not in late and _reads_any(tv, late):
+            late.add(tv.name)
+    return [tv for tv in order if tv.name not in late] + [tv for tv in order if tv.name in late]
+
+
+def _reads_any(tv: TensorView, names: set[int]) -> bool:
+    """Whether `tv` is computed from a tensor named in `names` (through inlined ones)."""
+    stack = [v for v in (tv.definition.inputs if tv.definition else []) if isinstance(v, TensorView)]
+    seen: set[int] = set()
+    while stack:
+        val = stack.pop()
+        if val.name in names:
+            return True
+        if val.name in seen or val.definition is None:
+            continue
+        seen.add(val.name)
+        stack.extend(v for v in val.definition.inputs if isinstance(v, TensorView))
+    return False
 
 
 def _outside_serial_loops(tv: TensorView) -> bool:
-    """Whether every loop `tv` shares with its consumers is bound to hardware."""
-    return all(d.parallel_type in HARDWARE for d in tv.loop[: tv.compute_at_pos])
+    """Whether every loop `tv` shares with its consumers is bound to hardware or runs
+    over rows (an inner-outer kernel's row loop: each row's loads go first in it), none
+    over a reduction's elements."""
+    return all(d.parallel_type in HARDWARE or not concrete(d).is_reduction for d in tv.loop[: tv.compute_at_pos])
 
 
 def _is_input_load(tv: TensorView) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -76,6 +77,44 @@ def layer_norm_backward_weight_bias(fd):
     fd.add_output(fd.ops.sum(dy, [0]))
 
 
+def layer_norm_backward(fd):
+    """The whole layer-norm backward (input, weight and bias gradients) over enough rows for
+    one inner-outer persistent kernel: rows normalized in a loop per block, the column
+    sums accumulated across it and combined over its blocks in a two-level grid tree where there are more than 64."""
+    dy = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
+    x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
+    mean = fd.define_tensor(shape=[-1, 1], contiguity=[True, None], dtype=DataType.Float)
+    rstd = fd.define_tensor(shape=[-1, 1], contiguity=[True, None], dtype=DataType.Float)
+    weight = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.BFloat16)
+    size = fd.ops.size(x, 1)
+    x_hat = fd.ops.mul(fd.ops.sub(fd.ops.cast(x, DataType.Float), mean), rstd)
+    dy_f = fd.ops.cast(dy, DataType.Float)
+    g = fd.ops.mul(dy_f, fd.ops.broadcast_in_dim(fd.ops.cast(weight, DataType.Float), x.shape(), [1]))
+    a = fd.ops.sum(g, [1], keepdim=True)
+    b = fd.ops.sum(fd.ops.mul(g, x_hat), [1], keepdim=True)
+    inner = fd.ops.sub(fd.ops.sub(fd.ops.mul(g, size), a), fd.ops.mul(x_hat, b))
+    fd.add_output(fd.ops.cast(fd.ops.mul(fd.ops.div(rstd, size), inner), DataType.BFloat16))
+    fd.add_output(fd.ops.cast(fd.ops.sum(fd.ops.mul(dy_f, x_hat), [0]), DataType.BFloat16))
+    fd.add_output(fd.ops.cast(fd.ops.sum(dy_f, [0]), DataType.BFloat16))
+
+
+def _layer_norm_backward_inputs(rows: int = 2200, width: int = 48) -> list[np.ndarray]:
+    return [
+        _rand(rows, width, dtype=ml_dtypes.bfloat16),
+        _rand(rows, width, dtype=ml_dtypes.bfloat16),
+        _rand(rows, 1),
+        np.abs(_rand(rows, 1)) + 0.5,
+        _rand(width, dtype=ml_dtypes.bfloat16),
+    ]
+
+
+def column_sum_of_many_blocks(fd):
+    """A sum down a few tall columns, split over more than 64 blocks: its grid reduction
+    combines in two levels (groups of blocks, then the groups)."""
+    t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+    fd.add_output(fd.ops.sum(t0, [0]))
+
+
 def welford_and_sum_grid(fd):
     t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
     var, mean = fd.ops.var_mean(t0, [1])
@@ -120,6 +159,8 @@ CASES = {
     "sum_plus_max": (sum_plus_max, lambda: [_rand(3, 100000)]),
     "layer_norm_backward_weight_bias": (layer_norm_backward_weight_bias, lambda: [_rand(20000, 64), _rand(20000, 64)]),
     "welford_and_sum_grid": (welford_and_sum_grid, lambda: [_rand(4, 100000)]),
+    "layer_norm_backward": (layer_norm_backward, _layer_norm_backward_inputs),
+    "column_sum_of_many_blocks": (column_sum_of_many_blocks, lambda: [_rand(200000, 4)]),
     "sum_and_its_input_reshaped": (
         sum_and_its_input_reshaped,
         lambda: [_rand(1025, dtype=np.float16), _rand(1025, dtype=np.float16)],
@@ -188,7 +229,7 @@ def test_grid_reductions_of_a_kernel_arrive_once(name):
     assert not last.deferred and last.last is not None and last.combines == (first,)
     (kernel,) = _kernels(_runtime(build, make()))
     text = translation_unit(kernel)
-    assert text.count("gridArrive<") == 2  # the header's definition and the one call
+    assert text.count("gridArriveGroup<") == 2  # the header's definition and the one call
     assert "gridReduce<" not in text.split("// ---- end of runtime header ----")[1]
     assert [w.name for w in kernel.workspaces if w.zeroed] == [last.semaphores]  # one arrival, one semaphore
 
@@ -196,7 +237,7 @@ def test_grid_reductions_of_a_kernel_arrive_once(name):
 def test_one_grid_reduction_keeps_the_fused_call():
     (kernel,) = _kernels(_runtime(var_mean_rows, [_rand(4, 100000)]))
     body = translation_unit(kernel).split("// ---- end of runtime header ----")[1]
-    assert "gridWelfordCombine<" in body and "gridArrive<" in body
+    assert "gridWelfordCombine<" in body and "gridArriveGroup<" in body
     (kernel,) = _kernels(_runtime(lambda fd: _one_sum(fd), [_rand(4, 100000)]))
     body = translation_unit(kernel).split("// ---- end of runtime header ----")[1]
     assert "gridReduce<" in body and "gridArrive<" not in body

@@ -67,6 +67,7 @@ def test_a_self_mapping_is_every_schedulers_reason():
     assert all(v.rejection is not None and v.rejection.category is RejectCategory.self_mapping for v in answer.verdicts)
     assert [v.scheduler.value for v in answer.verdicts] == [
         "expr_eval", "no_op", "reduction", "transpose", "pointwise", "inner_persistent", "outer_persistent",
+        "inner_outer_persistent",
     ]  # fmt: skip
 
 
@@ -84,6 +85,8 @@ def test_the_split_of_a_group_that_no_other_scheduler_takes_names_the_stuck_expr
     segmented, info = _runtime(hinted_chain, [np.ones((8, 16), np.float32)])
     answer = explain_split(segmented, info, 1)
     assert answer.scheduler is SchedulerType.pointwise
-    assert [v.scheduler.value for v in answer.verdicts] == ["inner_persistent", "outer_persistent"]
+    assert [v.scheduler.value for v in answer.verdicts] == [
+        "inner_persistent", "outer_persistent", "inner_outer_persistent",
+    ]  # fmt: skip
     assert answer.whole is None and all(p.scheduler is None for p in answer.parts)
     assert "fit no other scheduler" in answer.conclusion()

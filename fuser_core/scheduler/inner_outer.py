@@ -1,0 +1,169 @@
+"""The inner-outer persistent scheduler: a normalization's backward in one kernel.
+
+Layer norm's backward reduces each row (two sums over H, for the input gradient) and
+each column (the weight and bias gradients, sums over N) of the same [N, H] inputs. As
+two kernels, both read x and grad_out. Here one kernel reads them once (nvFuser's
+InnerOuterPersistent, Inductor's mix-order reduction):
+
+- a wave of blocks along the rows, each looping serially over its share of them
+  (`[BIDx, serial rows, TIDy | batch, TIDx, V]`, the row split as an inner persistent
+  kernel's, against a register budget that counts the column sums too);
+- per row, the inner persistent normalization, as `InnerPersistentScheduler` does it;
+- the column sums accumulate in registers across the block's rows (the rfactor of the
+  outer reductions over the serial row loop), then one grid reduction over the blocks
+  combines them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.tensor_exprs import ReductionOp
+from fuser_core.ir.tensor_view import TensorView
+from fuser_core.scheduler.base import HeuristicParams, RejectCategory, Rejection, ScheduleRecord, SchedulerType, reject
+from fuser_core.scheduler.checks import expr_eval_rejection, is_inner_reduction, propagation_rejection
+from fuser_core.scheduler.group_view import REDUCTION_OPS, GroupView, RuntimeInfo
+from fuser_core.scheduler.id_map import concrete_sets, reduction_sets
+from fuser_core.scheduler.reduction import InnerPersistentScheduler, ReductionParams
+
+# Blocks along the rows: one wave at the blocks per SM the registers allow, each block
+# looping over its rows; at least this many rows per block, or the column partials each
+# block writes cost more than the re-read they save.
+MIN_ROWS_PER_BLOCK = 8
+
+
+class InnerOuterPersistentScheduler:
+    type = SchedulerType.inner_outer_persistent
+    drops_output_hints = True
+
+    def compile_time_check(self, group: GroupView) -> Rejection | None:
+        rejection = expr_eval_rejection(self.type, group)
+        if rejection is not None:
+            return rejection
+        split = _split(group)
+        if isinstance(split, str):
+            return reject(self.type, split, RejectCategory.unsupported)
+        inner_view, reference, _ = split
+        rejection = InnerPersistentScheduler().compile_time_check(inner_view)
+        if rejection is not None:
+            return dataclasses.replace(rejection, scheduler=self.type, reason=f"its inner part: {rejection.reason}")
+        return propagation_rejection(self.type, group, reference)
+
+    def run_time_check(self, group: GroupView, info: RuntimeInfo) -> Rejection | None:
+        split = _split(group)
+        assert not isinstance(split, str)
+        inner_view, reference, _ = split
+        rejection = InnerPersistentScheduler().run_time_check(inner_view, info)
+        if rejection is not None:
+            return dataclasses.replace(rejection, scheduler=self.type, reason=f"its inner part: {rejection.reason}")
+        rows = max(1, info.numel(reference))
+        if rows < MIN_ROWS_PER_BLOCK * info.device.sm_count:
+            return reject(
+                self.type,
+                f"{rows} rows: too few to loop over ({MIN_ROWS_PER_BLOCK} per block on "
+                f"{info.device.sm_count} SMs at least)",
+            )
+        return None
+
+    def heuristics(self, group: GroupView, info: RuntimeInfo) -> ReductionParams:
+        split = _split(group)
+        assert not isinstance(split, str)
+        inner_view, reference, outer = split
+        # Each outer sum keeps a float per element of a thread's batch across the rows.
+        params = InnerPersistentScheduler().heuristics(inner_view, info, accumulators=4 * len(outer))
+        rows = max(1, info.numel(reference))
+        per_block = params.threads_iteration
+        blocks = min(
+            -(-rows // per_block),
+            max(1, params.min_blocks_per_sm) * info.device.sm_count,
+            max(1, rows // (MIN_ROWS_PER_BLOCK * per_block)),
+        )
+        return dataclasses.replace(params, scheduler=self.type, row_blocks=blocks)
+
+    def schedule(self, fusion: Fusion, params: HeuristicParams) -> ScheduleRecord:
+        assert isinstance(params, ReductionParams)
+        return InnerPersistentScheduler().schedule(fusion, params)
+
+
+def _split(group: GroupView) -> tuple[GroupView, TensorView, list[TensorView]] | str:
+    """The group's inner part (its view without the outer reductions and what only they
+    need or compute), its reference (the first inner reduction) and its outer reductions;
+    or why the group is no inner-outer normalization."""
+    return group.memo("inner-outer split", lambda: _split_of(group))  # type: ignore[no-any-return]
+
+
+def _split_of(group: GroupView) -> tuple[GroupView, TensorView, list[TensorView]] | str:
+    tvs = group.reduction_tvs()
+    if not tvs:
+        return "no reduction op to schedule"
+    if any(not isinstance(tv.definition, REDUCTION_OPS) for tv in tvs):
+        return "a reduction it cannot split"
+    inner_tvs = [tv for tv in tvs if is_inner_reduction(group, tv)]
+    if not inner_tvs:
+        return "no inner reduction"
+    reference = inner_tvs[0]
+    rows, reduced = concrete_sets(group.id_map, reference), reduction_sets(group.id_map, reference)
+    inner, outer = [], []
+    for tv in tvs:
+        sets = (reduction_sets(group.id_map, tv), concrete_sets(group.id_map, tv))
+        if sets == (reduced, rows):
+            inner.append(tv)
+        elif sets == (frozenset(rows), set(reduced)) and isinstance(tv.definition, ReductionOp):
+            outer.append(tv)
+        else:
+            return f"T{tv.name} reduces neither the rows' axes of T{reference.name} nor its own"
+    if not outer:
+        return "no outer reduction beside the inner ones"
+    for tv in group.tensors:  # a 2-d problem: every tensor iterates rows, row elements, or both
+        if not concrete_sets(group.id_map, tv) <= rows | reduced:
+            return f"T{tv.name} iterates an axis that is neither a row nor a row's element"
+    outer_exprs = _outer_only(group, outer)
+    after = _after(group, outer)
+    for expr in group.exprs:  # an outer sum exists once every row is done: no row reads it
+        if id(expr) in after and any(
+            isinstance(out, TensorView) and concrete_sets(group.id_map, out) & rows for out in expr.outputs
+        ):
+            return "a row reads the result of an outer reduction"
+    fusion_outputs = {id(tv) for tv in group.outputs}
+    inner_exprs = [e for e in group.exprs if id(e) not in outer_exprs]
+    view = GroupView.of(inner_exprs, fusion_outputs)
+    # What the outer sums read of it (x cast to float) is no output of the inner part.
+    inner_view = GroupView(
+        view.exprs, view.inputs, [tv for tv in view.outputs if id(tv) in fusion_outputs], view.id_map
+    )
+    if not any(tv is reference for tv in inner_view.reduction_tvs()):
+        return "its inner reductions need the outer ones"
+    return inner_view, reference, outer
+
+
+def _outer_only(group: GroupView, outer: list[TensorView]) -> set[int]:
+    """The expressions that are an outer reduction, come after one, or compute only what
+    the outer reductions read (and no output of the group)."""
+    members = {id(e) for e in group.exprs}
+    outputs = {id(tv) for tv in group.outputs}
+    found = {id(tv.definition) for tv in outer}
+    for expr in group.exprs:  # after an outer reduction
+        if any(
+            isinstance(v, TensorView) and v.definition is not None and id(v.definition) in found for v in expr.inputs
+        ):
+            found.add(id(expr))
+    for expr in reversed(group.exprs):  # only feeding them
+        if id(expr) in found:
+            continue
+        uses = [u for out in expr.outputs for u in out.uses if id(u) in members]
+        leaves = any(id(out) in outputs for out in expr.outputs)
+        if uses and not leaves and all(id(u) in found for u in uses):
+            found.add(id(expr))
+    return found
+
+
+def _after(group: GroupView, outer: list[TensorView]) -> set[int]:
+    """The expressions computed from an outer reduction's result."""
+    found: set[int] = set()
+    results = {id(tv) for tv in outer}
+    for expr in group.exprs:
+        if any(id(v) in results for v in expr.inputs):
+            found.add(id(expr))
+            results.update(id(v) for v in expr.outputs)
+    return found

@@ -1,0 +1,139 @@
+"""The inner-outer persistent scheduler (scheduler.inner_outer): a normalization's backward,
+inner (per-row) and outer (per-column) reductions of the same rows, in one kernel that
+reads its inputs once. Which groups it takes, why it refuses the others, its parameters,
+and the kernel on the interpreter."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from fuser_core import DataType, FuserError, FusionDefinition, use_options
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.runtime.arguments import convert_inputs
+from fuser_core.runtime.group_lowering import lowered_groups
+from fuser_core.scheduler.base import SchedulerType
+from fuser_core.scheduler.group_view import GroupView
+from fuser_core.scheduler.inner_outer import InnerOuterPersistentScheduler
+from fuser_core.scheduler.registry import verdict
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
+from kernels_check import check_generated_kernels
+from test_grouped_reductions import _layer_norm_backward_inputs, layer_norm_backward
+
+RNG = np.random.default_rng(11)
+
+
+def _definition(build) -> FusionDefinition:
+    with FusionDefinition() as fd:
+        build(fd)
+    return fd
+
+
+def _runtime(fd: FusionDefinition, inputs: list[np.ndarray]):
+    with use_options(device_model="h100_sxm", backend="reference"):
+        return fd.runtime_for(inputs)
+
+
+def _whole_fusion_verdict(fd: FusionDefinition, inputs: list[np.ndarray]):
+    """The inner-outer scheduler's answer for the whole fusion as one group."""
+    runtime = _runtime(fd, inputs)
+    complete = runtime.segmented.complete
+    exprs = [e for e in complete.exprs() if e.is_tensor_op()]
+    view = GroupView.of(exprs, {id(v) for v in complete.outputs})
+    info = runtime.runtime_info(convert_inputs(complete, inputs))
+    return verdict(InnerOuterPersistentScheduler(), view, info)
+
+
+def test_layer_norm_backward_is_one_kernel_that_loops_over_rows():
+    fd = _definition(layer_norm_backward)
+    inputs = _layer_norm_backward_inputs()
+    runtime = _runtime(fd, inputs)
+    (group,) = runtime.segmented.groups
+    assert group.scheduler == SchedulerType.inner_outer_persistent
+    params = group.params
+    # one wave: the blocks the registers allow on 132 SMs, or fewer where rows run short
+    assert 0 < params.row_blocks <= params.min_blocks_per_sm * 132
+    assert ("row_blocks", params.row_blocks) in params.shown()
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+    assert check_generated_kernels(runtime, inputs, vectorize=False) == ["kernel_g0"]
+
+
+def test_each_input_is_loaded_once_per_row():
+    """x is read by the row sums and by a column sum through consumers that spell its row
+    count through different inputs (x's, the mean's): one load all the same."""
+    fd = _definition(layer_norm_backward)
+    inputs = _layer_norm_backward_inputs()
+    runtime = _runtime(fd, inputs)
+    (kernel,) = lowered_groups(runtime.segmented, runtime.name, runtime.signature.index_type)[0].values()
+    loads: dict[str, int] = {}
+    for stmt in k.walk(kernel.body):
+        if isinstance(stmt, k.VectorCopy) and stmt.src.startswith("T") and not stmt.dst.endswith("_vec"):
+            loads[stmt.src] = loads.get(stmt.src, 0) + 1
+    full = {
+        f"T{tv.name}" for tv in runtime.segmented.groups[0].fusion.inputs if tv.ndim == 2 and tv.dtype.itemsize == 2
+    }
+    assert full and all(loads.get(name) == 1 for name in full), loads
+
+
+def test_too_few_rows_stay_two_kernels():
+    fd = _definition(layer_norm_backward)
+    inputs = _layer_norm_backward_inputs(rows=300)
+    rejection = _whole_fusion_verdict(fd, inputs)
+    assert rejection is not None and rejection.at_run_time
+    assert "300 rows: too few to loop over" in rejection.reason
+    runtime = _runtime(fd, inputs)
+    assert SchedulerType.inner_outer_persistent not in [g.scheduler for g in runtime.segmented.groups]
+    assert len(runtime.segmented.groups) == 2
+
+
+def _normalized_by_column_sum(fd):
+    t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+    rows = fd.ops.sum(t0, [1], keepdim=True)
+    cols = fd.ops.sum(t0, [0], keepdim=True)
+    fd.add_output(fd.ops.sub(fd.ops.sub(t0, rows), cols))
+
+
+def _three_axes(fd):
+    t0 = fd.define_tensor(shape=[-1, -1, -1], contiguity=True, dtype=DataType.Float)
+    fd.add_output(fd.ops.sub(t0, fd.ops.sum(t0, [2], keepdim=True)))
+    fd.add_output(fd.ops.sum(t0, [0]))
+
+
+@pytest.mark.parametrize(
+    "build, shape, reason",
+    [
+        (_normalized_by_column_sum, [2000, 64], "a row reads the result of an outer reduction"),
+        (_three_axes, [2000, 4, 64], "reduces neither the rows' axes"),
+    ],
+)
+def test_refused_with_a_reason(build, shape, reason):
+    fd = _definition(build)
+    rejection = _whole_fusion_verdict(fd, [RNG.standard_normal(shape).astype(np.float32)])
+    assert rejection is not None and reason in rejection.reason
+
+
+def test_mapped_axes_of_different_sizes_are_an_error_naming_the_op():
+    """Kernels index axes the ops map together by one extent, so inputs whose sizes differ
+    there are refused before any runs (nvFuser refuses them too)."""
+    fd = _definition(layer_norm_backward)
+    inputs = _layer_norm_backward_inputs()
+    inputs[2] = inputs[2][:-1]  # one mean short
+    with pytest.raises(FuserError) as err, use_options(backend="reference"):
+        fd.execute(inputs)
+    # dy (input 0) meets the mean first where g multiplies x_hat
+    assert err.value.op == "mul" and "has size 2199" in str(err.value) and "size 2200" in str(err.value)
+
+
+def test_bf16_values_match_the_reference_within_rounding():
+    fd = _definition(layer_norm_backward)
+    inputs = _layer_norm_backward_inputs(rows=1200, width=40)
+    with use_options(device_model="h100_sxm", backend="reference"):
+        outputs = fd.execute(inputs)
+    grad_bias = np.asarray(outputs[2]).astype(np.float64)
+    np.testing.assert_allclose(grad_bias, inputs[0].astype(np.float64).sum(0), rtol=2**-7, atol=0.5)
+    assert outputs[0].dtype == ml_dtypes.bfloat16
