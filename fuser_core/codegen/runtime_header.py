@@ -295,11 +295,11 @@ __device__ __forceinline__ void blockWelford(T& avg, T& m2, N& n, T* s_avg, T* s
 // along the reduced grid dims combine into each `segment` (one per block along the others).
 template <bool BX, bool BY, bool BZ>
 struct GridSlot {
-  unsigned blocks, segment, threads, tid;
+  unsigned blocks, segment, threads, tid, rank;
   unsigned long long stride, slot, first;
   __device__ __forceinline__ GridSlot() {
     blocks = (BX ? gridDim.x : 1) * (BY ? gridDim.y : 1) * (BZ ? gridDim.z : 1);
-    const unsigned rank = ((BZ ? blockIdx.z : 0) * (BY ? gridDim.y : 1) + (BY ? blockIdx.y : 0)) *
+    rank = ((BZ ? blockIdx.z : 0) * (BY ? gridDim.y : 1) + (BY ? blockIdx.y : 0)) *
                               (BX ? gridDim.x : 1) + (BX ? blockIdx.x : 0);
     segment = ((BZ ? 0 : blockIdx.z) * (BY ? 1 : gridDim.y) + (BY ? 0 : blockIdx.y)) * (BX ? 1 : gridDim.x) +
               (BX ? 0 : blockIdx.x);
@@ -348,8 +348,7 @@ __device__ __forceinline__ unsigned gridFan(unsigned blocks) {
 template <bool BX, bool BY, bool BZ>
 __device__ __forceinline__ void gridArriveGroup(int* semaphores, bool& group_last) {
   const GridSlot<BX, BY, BZ> g;
-  const unsigned rank = (g.slot / g.threads) - static_cast<unsigned long long>(g.segment) * g.blocks;
-  const unsigned fan = gridFan(g.blocks), group = rank / fan;
+  const unsigned fan = gridFan(g.blocks), group = g.rank / fan;
   const unsigned members = min(fan, g.blocks - group * fan);
   __threadfence();
   __syncthreads();
@@ -369,8 +368,8 @@ __device__ __forceinline__ void gridArriveGroup(int* semaphores, bool& group_las
 template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename Op>
 __device__ __forceinline__ void gridCombineGroup(T* work, Op op) {
   const GridSlot<BX, BY, BZ> g;
-  const unsigned rank = (g.slot / g.threads) - static_cast<unsigned long long>(g.segment) * g.blocks;
-  const unsigned fan = gridFan(g.blocks), first = (rank / fan) * fan;
+  const unsigned fan = gridFan(g.blocks), first = (g.rank / fan) * fan;
+  if (fan == g.blocks) return;  // one group: the last block combines every partial itself
   const unsigned members = min(fan, g.blocks - first);
 #pragma unroll
   for (int c = 0; c < COUNT; ++c) {
@@ -384,8 +383,8 @@ __device__ __forceinline__ void gridCombineGroup(T* work, Op op) {
 template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename N>
 __device__ __forceinline__ void gridWelfordCombineGroup(T* w_avg, T* w_m2, N* w_n) {
   const GridSlot<BX, BY, BZ> g;
-  const unsigned rank = (g.slot / g.threads) - static_cast<unsigned long long>(g.segment) * g.blocks;
-  const unsigned fan = gridFan(g.blocks), first = (rank / fan) * fan;
+  const unsigned fan = gridFan(g.blocks), first = (g.rank / fan) * fan;
+  if (fan == g.blocks) return;  // one group: the last block combines every partial itself
   const unsigned members = min(fan, g.blocks - first);
 #pragma unroll
   for (int c = 0; c < COUNT; ++c) {
@@ -428,14 +427,15 @@ __device__ __forceinline__ void gridArriveTop(int* semaphores, bool group_last, 
 template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename Op>
 __device__ __forceinline__ void gridCombine(T* values, const T* work, Op op) {
   const GridSlot<BX, BY, BZ> g;
+  // With one group, every block's partials; else the slots each group was folded into.
   const unsigned fan = gridFan(g.blocks), groups = (g.blocks + fan - 1) / fan;
+  const unsigned count = groups == 1 ? g.blocks : groups;
+  const unsigned long long step = static_cast<unsigned long long>(groups == 1 ? 1 : fan) * g.threads;
 #pragma unroll
   for (int c = 0; c < COUNT; ++c) {
     const T* at = work + c * g.stride + g.first;
     T result = loadGlobalCoherent(at);
-    for (unsigned group = 1; group < groups; ++group) {
-      result = op(result, loadGlobalCoherent(at + group * fan * g.threads));
-    }
+    for (unsigned i = 1; i < count; ++i) result = op(result, loadGlobalCoherent(at + i * step));
     values[c] = result;
   }
 }
@@ -490,13 +490,15 @@ template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename N>
 __device__ __forceinline__ void gridWelfordCombine(T* avg, T* m2, N* n, const T* w_avg, const T* w_m2, const N* w_n) {
   const GridSlot<BX, BY, BZ> g;
   const unsigned fan = gridFan(g.blocks), groups = (g.blocks + fan - 1) / fan;
+  const unsigned parts = groups == 1 ? g.blocks : groups;
+  const unsigned long long step = static_cast<unsigned long long>(groups == 1 ? 1 : fan) * g.threads;
 #pragma unroll
   for (int c = 0; c < COUNT; ++c) {
     const unsigned long long at = c * g.stride + g.first;
     T a = loadGlobalCoherent(w_avg + at), m = loadGlobalCoherent(w_m2 + at);
     N count = loadGlobalCoherent(w_n + at);
-    for (unsigned group = 1; group < groups; ++group) {
-      const unsigned long long other = at + group * fan * g.threads;
+    for (unsigned i = 1; i < parts; ++i) {
+      const unsigned long long other = at + i * step;
       welfordCombine(a, m, count, loadGlobalCoherent(w_avg + other), loadGlobalCoherent(w_m2 + other),
                      loadGlobalCoherent(w_n + other));
     }
