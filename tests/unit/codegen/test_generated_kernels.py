@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from fuser_core import DataType, FuserError, FusionDefinition, use_options
+from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen import lower_group, print_kernel_ir, translation_unit
 from fuser_core.runtime.group_lowering import generates_kernel, index_dtype
 
@@ -576,10 +577,25 @@ def test_every_input_a_reduction_reads_is_loaded_before_the_first_reduction():
     group = runtime.segmented.groups[0]
     assert group.scheduler.value == "inner_persistent"
     body = _kernel_body(runtime, group.id)
-    first_reduce = body.index("blockReduce<")
+    first_reduce = min(i for i in (body.find("blockReduce<"), body.find("blockReducePair<")) if i >= 0)
     for tensor in ("T0", "T1", "T2", "T3"):  # dy, x, mean, rstd: vector loads or scalar reads
         read = min(i for i in (body.find(f"&{tensor}["), body.find(f" = {tensor}[")) if i >= 0)
         assert read < first_reduce, tensor
+
+
+def test_two_independent_row_sums_reduce_in_one_round_of_barriers():
+    """Layer norm backward's two row sums (of g and of g * x_hat) read neither's result: the
+    first moves down beside the second and one call reduces both; the interpreter (run on
+    the same kernel IR) still computes each."""
+    runtime, inputs = runtime_and_inputs(shrunk_sample("layer_norm_bwd"))
+    group = runtime.segmented.groups[0]
+    body = _kernel_body(runtime, group.id).split("// ---- end of runtime header ----")[-1]
+    assert body.count("blockReducePair<") == 1 and "blockReduce<" not in body
+    kernel = lower_group(group.fusion, "k", index_dtype(runtime.signature.index_type))
+    reduces = [s for s in k.walk(kernel.body) if isinstance(s, k.ParallelReduce)]
+    assert [r.joined for r in reduces] == [True, False] and reduces[1].paired is reduces[0]
+    assert "(together with" in print_kernel_ir(kernel)
+    assert check_generated_kernels(runtime, inputs)
 
 
 def test_a_non_persistent_reduction_loads_every_unrolled_step_before_summing():
