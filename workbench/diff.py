@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from workbench.artifacts import Artifacts, Stage, stages
 
 # Each kind of name: the pattern, and the group holding the part that is a counter.
-_SCHEDULERS = "no_op|expr_eval|transpose|pointwise|reduction|inner_persistent|outer_persistent"
+_SCHEDULERS = "no_op|expr_eval|transpose|pointwise|reduction|inner_outer_persistent|inner_persistent|outer_persistent"
 _PARALLEL = r"S|blockIdx\.[xyz]|threadIdx\.[xyz]|deviceIdx\.[xyz]|streamIdx|V|UR|US|MMA|G|B"
 NAME_PATTERN = re.compile(
     r"(?P<runtime>(?<![A-Za-z0-9.])f\d+_c\d+_r\d+(?!\d))"

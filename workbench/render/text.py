@@ -21,6 +21,7 @@ SCHEDULER_COLORS = {
     "reduction": "#fb8072",
     "inner_persistent": "#bebada",
     "outer_persistent": "#80b1d3",
+    "inner_outer_persistent": "#bc80bd",
     "transpose": "#fdb462",
     "expr_eval": "#b3de69",
     "no_op": "#d9d9d9",
