@@ -27,7 +27,7 @@ from fuser_core.ir.evaluator import ExpressionEvaluator
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.scalar import Scalar, normalize_value
 from fuser_core.ir.tensor_view import TensorView
-from fuser_core.scheduler.id_map import IdMap
+from fuser_core.scheduler.id_map import IdMap, symbolic_axes
 
 
 @dataclass(frozen=True)
@@ -166,17 +166,13 @@ def _raise_mismatch(fusion: Fusion, first: tuple[int, int, int], other: tuple[in
 
 def _mapped_axes(fusion: Fusion) -> list[list[tuple[int, int]]]:
     id_map = IdMap([e for e in fusion.exprs() if e.is_tensor_op()])
+    position = {id(v): p for p, v in enumerate(fusion.inputs)}
+    inputs = [v for v in fusion.inputs if isinstance(v, TensorView)]
     by_set: dict[int, list[tuple[int, int]]] = {}
     extents: dict[int, set[int]] = {}
-    for position, val in enumerate(fusion.inputs):
-        if not isinstance(val, TensorView):
-            continue
-        for axis, dim in enumerate(val.logical_no_reductions()):
-            if dim.is_broadcast or dim.maybe_expanded_extent.is_const or not id_map.knows(dim):
-                continue
-            key = id_map.exact(dim)
-            by_set.setdefault(key, []).append((position, axis))
-            extents.setdefault(key, set()).add(id(dim.maybe_expanded_extent))
+    for tv, axis, dim, key in symbolic_axes(id_map, inputs):
+        by_set.setdefault(key, []).append((position[id(tv)], axis))
+        extents.setdefault(key, set()).add(id(dim.maybe_expanded_extent))
     return [group for key, group in by_set.items() if len(extents[key]) > 1]
 
 

@@ -16,7 +16,7 @@ expression, so a group sees only the broadcasts it resolves itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from fuser_core.ir.base import Expr
 from fuser_core.ir.domain_map import root_pairs
@@ -229,6 +229,17 @@ def ancestor_sets(id_map: IdMap, tv: TensorView, links: dict[int, list[int]] | N
         if links:
             stack.extend(links.get(key, ()))
     return found
+
+
+def symbolic_axes(id_map: IdMap, tensors: Iterable[TensorView]) -> Iterator[tuple[TensorView, int, IterDomain, int]]:
+    """(tensor, axis, IterDomain, exact set) of every axis of `tensors` that the map's
+    expressions hold whose extent is symbolic (no broadcast, no constant): the axes whose
+    sizes arrive with the inputs, equal wherever one set holds two of them."""
+    for tv in tensors:
+        for axis, dim in enumerate(tv.logical_no_reductions()):
+            if dim.is_broadcast or dim.maybe_expanded_extent.is_const or not id_map.knows(dim):
+                continue
+            yield tv, axis, dim, id_map.exact(dim)
 
 
 def concrete_sets(id_map: IdMap, tv: TensorView) -> set[int]:

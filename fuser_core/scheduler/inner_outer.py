@@ -118,8 +118,8 @@ def _split_of(group: GroupView) -> tuple[GroupView, TensorView, list[TensorView]
     for tv in group.tensors:  # a 2-d problem: every tensor iterates rows, row elements, or both
         if not concrete_sets(group.id_map, tv) <= rows | reduced:
             return f"T{tv.name} iterates an axis that is neither a row nor a row's element"
-    outer_exprs = _outer_only(group, outer)
     after = _after(group, outer)
+    outer_exprs = _outer_only(group, outer, after)
     for expr in group.exprs:  # an outer sum exists once every row is done: no row reads it
         if id(expr) in after and any(
             isinstance(out, TensorView) and concrete_sets(group.id_map, out) & rows for out in expr.outputs
@@ -137,17 +137,12 @@ def _split_of(group: GroupView) -> tuple[GroupView, TensorView, list[TensorView]
     return inner_view, reference, outer
 
 
-def _outer_only(group: GroupView, outer: list[TensorView]) -> set[int]:
-    """The expressions that are an outer reduction, come after one, or compute only what
-    the outer reductions read (and no output of the group)."""
+def _outer_only(group: GroupView, outer: list[TensorView], after: set[int]) -> set[int]:
+    """The expressions that are an outer reduction, come after one (`after`), or compute
+    only what the outer reductions read (and no output of the group)."""
     members = {id(e) for e in group.exprs}
     outputs = {id(tv) for tv in group.outputs}
-    found = {id(tv.definition) for tv in outer}
-    for expr in group.exprs:  # after an outer reduction
-        if any(
-            isinstance(v, TensorView) and v.definition is not None and id(v.definition) in found for v in expr.inputs
-        ):
-            found.add(id(expr))
+    found = {id(tv.definition) for tv in outer} | after
     for expr in reversed(group.exprs):  # only feeding them
         if id(expr) in found:
             continue

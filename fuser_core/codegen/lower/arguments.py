@@ -22,7 +22,7 @@ from fuser_core.ir.rng import unbound_rng_states
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp, WelfordOp
 from fuser_core.ir.tensor_view import MemoryType, TensorView
-from fuser_core.scheduler.id_map import IdMap
+from fuser_core.scheduler.id_map import IdMap, symbolic_axes
 
 
 class Arguments:
@@ -101,19 +101,15 @@ class Arguments:
         id_map = IdMap(self.exprs)
         first: dict[int, str] = {}
         renamed: dict[str, str] = {}
-        for tv in [*self._references(), *self.outputs, *self.inputs]:
-            for dim in tv.logical_no_reductions():
-                extent = dim.maybe_expanded_extent
-                if dim.is_broadcast or extent.is_const or not id_map.knows(dim):
-                    continue
-                node = self.scalars.get(id(extent))
-                if not isinstance(node, k.TensorField):
-                    continue  # computed, not read from an input (a reshape's product)
-                key, text = id_map.exact(dim), k.expr_text(node)
-                if key not in first:
-                    first[key] = text
-                elif text != first[key]:
-                    renamed[text] = first[key]
+        for _, _, dim, key in symbolic_axes(id_map, [*self._references(), *self.outputs, *self.inputs]):
+            node = self.scalars.get(id(dim.maybe_expanded_extent))
+            if not isinstance(node, k.TensorField):
+                continue  # computed, not read from an input (a reshape's product)
+            text = k.expr_text(node)
+            if key not in first:
+                first[key] = text
+            elif text != first[key]:
+                renamed[text] = first[key]
         pattern = re.compile("|".join(re.escape(t) for t in renamed)) if renamed else None
         self._extent_names = (pattern, renamed)
 

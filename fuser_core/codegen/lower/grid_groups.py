@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fuser_core.codegen import kernel_ir as k
+from fuser_core.ir.dtype import DataType
 
 
 def group_grid_reductions(body: list[k.Stmt]) -> str | None:
@@ -102,7 +103,7 @@ def _pairable(stmt: k.Stmt) -> bool:
         and stmt.thread_dims == ("threadIdx.x",)
         and stmt.count == 1
         and stmt.op != "welford"
-        and stmt.dtypes[0].name in ("Float", "Double")
+        and stmt.dtypes[0] in (DataType.Float, DataType.Double)
         and not stmt.joined
         and stmt.paired is None
     )
