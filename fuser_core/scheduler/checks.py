@@ -199,6 +199,12 @@ class _Reads:
         return any(id(u) in self.feeding for u in uses) and any(id(o) in self.after for u in uses for o in u.outputs)
 
 
+def read_before_reductions(group: GroupView, tv: TensorView) -> bool:
+    """Whether the group reads `tv` on a path to one of its reductions."""
+    reads = _reads(group)
+    return any(id(u) in reads.feeding for u in tv.uses if id(u) in reads.members)
+
+
 def _reads(group: GroupView) -> _Reads:
     return group.memo("reads", lambda: _Reads(group))
 

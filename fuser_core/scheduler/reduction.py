@@ -33,6 +33,7 @@ from fuser_core.scheduler.checks import (
     persistent_buffers,
     projected_buffers,
     propagation_rejection,
+    read_before_reductions,
     reduction_signature_rejection,
     uncovered_message,
     uncovered_numbers,
@@ -410,17 +411,25 @@ def _kept_results(group: GroupView, split: PersistentSplit, vec: int) -> tuple[i
 
 
 def _register_bytes_per_element(group: GroupView, per_row_inputs: list[TensorView], buffers: list[TensorView]) -> int:
-    """Register bytes a thread holds per element of the row it owns: every persistent
-    buffer, and the local copy of every tensor input. A thread issues all its loads of a
-    row before the first use, so those copies are live at once; a weight is loaded once,
-    before the row loops, and kept. A per-row input ([N, 1] mean or rstd) is held once per
-    row, not per element, and is left out."""
-    per_row = {id(tv) for tv in per_row_inputs}
+    """Register bytes a thread holds at once per element of the row it owns: every
+    persistent buffer, and the local copies either of the inputs the reductions read or of
+    those read only after the reductions, whichever take more. A thread issues all its loads
+    of a row before the first use, so the first copies are live at once; they are dead once
+    the buffers are computed, before the copies of a weight read after the reductions are
+    loaded where it is used (bias + residual + layer norm: 20 registers, not 28, so three
+    blocks of 512 fit an SM). An input that is itself a buffer counts once. A per-row input
+    ([N, 1] mean or rstd) is held once per row, not per element, and is left out."""
+    left_out = {id(tv) for tv in per_row_inputs} | {id(tv) for tv in buffers}
     held = sum(tv.dtype.itemsize for tv in buffers)
-    held += sum(
-        tv.dtype.itemsize for tv in group.inputs if isinstance(tv, TensorView) and tv.ndim > 0 and id(tv) not in per_row
-    )
-    return max(held, 1)
+    before = after = 0
+    for tv in group.inputs:
+        if not isinstance(tv, TensorView) or tv.ndim == 0 or id(tv) in left_out:
+            continue
+        if read_before_reductions(group, tv):
+            before += tv.dtype.itemsize
+        else:
+            after += tv.dtype.itemsize
+    return max(held + max(before, after), 1)
 
 
 def _per_row_inputs(group: GroupView, ref: TensorView) -> list[TensorView]:

@@ -111,6 +111,19 @@ def test_launch_bounds_never_squeeze_the_kernels_own_arrays():
     assert kernel.min_blocks == 6
 
 
+def test_inputs_read_after_the_reductions_are_not_counted_with_those_read_before():
+    """bias + residual + layer norm: per element a float sum (4 bytes) and either the three
+    bf16 inputs it is summed from (6) or the two bf16 weights read after the reductions
+    (4), not all five (10): 10 bytes, so two 8-wide vectors a thread take 40 registers and
+    four blocks of 256 fit an SM (counting all five, two blocks of 512: 259 -> 216 us on
+    the H100)."""
+    ((group, kernel),) = list(_kernels("bias_residual_layer_norm"))
+    params = group.params
+    assert (params.padded_threads, params.persistent_batch, params.vectorize) == (256, 2, 8)
+    assert params.buffer_registers_per_thread == 40
+    assert params.min_blocks_per_sm == 4 and kernel.min_blocks == 4
+
+
 @pytest.mark.parametrize("name", ["layer_norm_fwd", "rms_norm_fwd", "softmax", "var_mean", "bias_residual_layer_norm"])
 def test_persistent_sample_kernels_compile_without_spills(name):
     for _, kernel in _kernels(name):
