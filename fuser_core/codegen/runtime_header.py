@@ -216,6 +216,17 @@ __device__ __forceinline__ T blockReduce(T value, T* scratch, Op op) {
     __syncthreads();  // the previous reduction's readers are done with scratch
     if ((threadIdx.x & 31) == 0) scratch[base + (threadIdx.x >> 5)] = value;
     __syncthreads();
+    if ((warps & (warps - 1)) == 0) {
+      // Each run of `warps` lanes reads the warps' results and shuffles them together:
+      // one load and log2(warps) shuffles instead of a load and an op per warp. The op is
+      // commutative, so every lane ends with the same bits.
+      T result = scratch[base + (threadIdx.x & (warps - 1))];
+#pragma unroll
+      for (unsigned offset = 16; offset > 0; offset >>= 1) {
+        if (offset < warps) result = op(result, fuser_shfl_xor(result, offset));
+      }
+      return result;
+    }
     T result = scratch[base];
     for (unsigned w = 1; w < warps; ++w) result = op(result, scratch[base + w]);
     return result;
@@ -472,6 +483,20 @@ __device__ __forceinline__ void blockReducePair(T& a, T& b, T* scratch, OpA op_a
       scratch[base + warps + (threadIdx.x >> 5)] = b;
     }
     __syncthreads();
+    if ((warps & (warps - 1)) == 0) {  // as in blockReduce: loads across lanes, then shuffles
+      const unsigned lane = threadIdx.x & (warps - 1);
+      T ra = scratch[base + lane], rb = scratch[base + warps + lane];
+#pragma unroll
+      for (unsigned offset = 16; offset > 0; offset >>= 1) {
+        if (offset < warps) {
+          ra = op_a(ra, fuser_shfl_xor(ra, offset));
+          rb = op_b(rb, fuser_shfl_xor(rb, offset));
+        }
+      }
+      a = ra;
+      b = rb;
+      return;
+    }
     T ra = scratch[base], rb = scratch[base + warps];
     for (unsigned w = 1; w < warps; ++w) {
       ra = op_a(ra, scratch[base + w]);

@@ -120,3 +120,19 @@ def test_a_sum_of_more_than_2_pow_31_elements():
     want = float(x.astype(cupy.float64).sum())
     assert abs(float(out.get()) - want) <= 1e-4 * abs(want)
     del x
+
+
+@pytest.mark.parametrize(("width", "warps"), [(2400, 3), (2800, 11), (1500, 12), (2000, 8), (20000, 16)])
+def test_block_reductions_over_any_number_of_warps(width, warps):
+    """A row's max and sum read back into the row: every thread must get the same result,
+    whether the warps' results are combined by shuffles (a power-of-two number of warps)
+    or one after the other (any other number)."""
+    rows = 600
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        top = fd.ops.broadcast_in_dim(fd.ops.max(x, dims=[1]), shape=[rows, width], broadcast_dims=[0])
+        total = fd.ops.broadcast_in_dim(fd.ops.sum(x, dims=[1]), shape=[rows, width], broadcast_dims=[0])
+        fd.add_output(fd.ops.add(fd.ops.sub(x, top), total))
+    report = _check(fd, [_inputs(np.random.default_rng(width), (rows, width), DataType.Float)], width)
+    (group,) = report.runtime.segmented.groups
+    assert group.params.padded_threads == 32 * warps
