@@ -9,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -619,7 +620,7 @@ def test_a_non_persistent_reduction_loads_every_unrolled_step_before_summing():
     assert runtime.segmented.groups[0].params.unroll == 4
     assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
     body = _kernel_body(runtime)
-    assert body.count("float T4[16] = {};") == body.count("float T5[16] = {};") == 1  # 4 steps x 4 wide
+    assert body.count("float T4[16];") == body.count("float T5[16];") == 1  # 4 steps x 4 wide
     loads = [body.index(f"vectorCopy<float, 4>(&T{n}[") for n in (4, 5)]
     assert max(loads) < body.index("float T2 = ")  # no product before both buffers are loaded
 
@@ -643,3 +644,41 @@ def test_a_load_inside_a_reductions_serial_loop_stays_with_the_reduction_that_re
     body = _kernel_body(runtime)
     first_sum = re.search(r"T\d+\[0\] = \(T\d+\[0\] \+ T\d+\[", body).start()
     assert body.index("&T0[") < first_sum < body.index("&T1[")
+
+
+def test_a_vector_loaded_copy_read_at_one_offset_is_not_zero_filled():
+    """A row's vector-loaded copy is read only where it was loaded: no zeros are written
+    first (a byte-permute per 16-bit element). The interpreter fills such a buffer with
+    NaN, so the kernel's values prove that no element it did not load is read."""
+
+    def build(fd):
+        x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
+        xf = fd.ops.cast(x, DataType.Float)
+        mean = fd.ops.broadcast_in_dim(fd.ops.sum(xf, [1]), shape=x.shape(), broadcast_dims=[0])
+        fd.add_output(fd.ops.cast(fd.ops.sub(xf, mean), DataType.BFloat16))
+
+    inputs = [_rand(40, 1000, dtype=np.float32).astype(ml_dtypes.bfloat16)]
+    runtime = _fusion_runtime(build, inputs)
+    assert runtime.segmented.groups[0].params.vectorize == 8
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+    body = _kernel_body(runtime)
+    assert re.search(r"__bfloat T\d+\[\d+\];", body) and not re.search(r"__bfloat T\d+\[\d+\] = \{\};", body)
+
+
+def test_a_copy_read_at_several_offsets_keeps_its_zeros():
+    """RoPE's rotated halves read one input at two offsets, each through a select beyond
+    its load's bounds: those copies stay zero-filled (without the zeros RoPE's kernel took
+    more registers and ran slower on the H100)."""
+
+    def build(fd):
+        x = fd.ops.cast(fd.define_tensor(shape=[-1, 64], contiguity=True, dtype=DataType.BFloat16), DataType.Float)
+        first = fd.ops.slice(x, start_indices=[0, 0], end_indices=[x.size(0), 32], strides=[1, 1])
+        second = fd.ops.slice(x, start_indices=[0, 32], end_indices=[x.size(0), 64], strides=[1, 1])
+        rotated = fd.ops.cat([fd.ops.neg(second), first], dim=1)
+        fd.add_output(fd.ops.cast(fd.ops.add(x, rotated), DataType.BFloat16))
+
+    inputs = [_rand(4096, 64, dtype=np.float32).astype(ml_dtypes.bfloat16)]
+    runtime = _fusion_runtime(build, inputs)
+    body = _kernel_body(runtime)
+    assert runtime.segmented.groups[0].params.vectorize > 1, body
+    assert re.search(r"__bfloat T\d+_1\[\d+\] = \{\};", body), body
