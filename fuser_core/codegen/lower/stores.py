@@ -127,15 +127,19 @@ class Stores(Reductions):
         expr = tv.definition
         source = expr.inputs[0] if isinstance(expr, LoadStoreOp) else None
         vector_load = vector > 1 and isinstance(source, TensorView) and source in self.inputs
-        # A vector-loaded copy of an input is read where its load was made (its readers
-        # carry the load's bounds) or under a select that discards it: it is not
-        # zero-filled first. Zeroing a 16-bit copy costs a byte-permute per element before
-        # every predicated load (H100: layer norm backward 250 -> 217 us, cross-entropy
-        # backward 315 -> 268). A copy that reaches a pad, slice or cat (RoPE's halves,
-        # read at several offsets) keeps its zeros: without them RoPE's kernel took 8 more
-        # registers and ran 18% slower. The interpreter fills an unzeroed buffer with
-        # poison, so a read of an element no load wrote shows in every CI run.
-        zero = not vector_load or any(isinstance(use, CatOp | PadOp | SliceOp) for use, _ in downstream_uses(tv))
+        # A vector-loaded copy of a 16-bit (or narrower) input is read where its load was
+        # made (its readers carry the load's bounds) or under a select that discards it:
+        # it is not zero-filled first. Zeroing such a copy costs a byte-permute per element
+        # before every predicated load (H100: layer norm backward 250 -> 217 us,
+        # cross-entropy backward 315 -> 268). A float copy's zeros are a move each and
+        # stay (linear_output_order's unrolled float loads: 44.9 us with them, 50.2 without
+        # in two later runs, not A/B'd alone). A copy in a kernel that reaches a pad, slice or cat
+        # (RoPE's halves, read at several offsets) keeps its zeros too: without them RoPE's
+        # kernel took 8 more registers and ran 18% slower. The interpreter fills an
+        # unzeroed buffer with poison, so a read of an element no load wrote shows in CI.
+        narrow = tv.dtype.itemsize < 4
+        resized = any(isinstance(use, CatOp | PadOp | SliceOp) for use, _ in downstream_uses(tv))
+        zero = not (vector_load and narrow and not resized)
         self._alloc_for(tv, k.Alloc(name, tv.dtype, self._buffer_size(tv), k.Memory.local, zero=zero))
         if vector_load:
             assert isinstance(source, TensorView)

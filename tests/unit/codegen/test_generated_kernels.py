@@ -620,7 +620,7 @@ def test_a_non_persistent_reduction_loads_every_unrolled_step_before_summing():
     assert runtime.segmented.groups[0].params.unroll == 4
     assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
     body = _kernel_body(runtime)
-    assert body.count("float T4[16];") == body.count("float T5[16];") == 1  # 4 steps x 4 wide
+    assert body.count("float T4[16] = {};") == body.count("float T5[16] = {};") == 1  # 4 steps x 4 wide
     loads = [body.index(f"vectorCopy<float, 4>(&T{n}[") for n in (4, 5)]
     assert max(loads) < body.index("float T2 = ")  # no product before both buffers are loaded
 
