@@ -218,8 +218,10 @@ __device__ __forceinline__ T blockReduce(T value, T* scratch, Op op) {
     __syncthreads();
     if ((warps & (warps - 1)) == 0) {
       // Each run of `warps` lanes reads the warps' results and shuffles them together:
-      // one load and log2(warps) shuffles instead of a load and an op per warp. The op is
-      // commutative, so every lane ends with the same bits.
+      // one load and log2(warps) shuffles instead of a load and an op per warp. Every lane
+      // combines the same values in the same tree, so the lanes agree wherever op(a, b)
+      // and op(b, a) have the same bits (sums, products; max and min but for signed zeros
+      // and NaN payloads, as in the warp's own shuffles above).
       T result = scratch[base + (threadIdx.x & (warps - 1))];
 #pragma unroll
       for (unsigned offset = 16; offset > 0; offset >>= 1) {
@@ -484,8 +486,8 @@ __device__ __forceinline__ void blockReducePair(T& a, T& b, T* scratch, OpA op_a
     }
     __syncthreads();
     if ((warps & (warps - 1)) == 0) {  // as in blockReduce: loads across lanes, then shuffles
-      const unsigned lane = threadIdx.x & (warps - 1);
-      T ra = scratch[base + lane], rb = scratch[base + warps + lane];
+      const unsigned warp = threadIdx.x & (warps - 1);  // the warp whose result this lane reads
+      T ra = scratch[base + warp], rb = scratch[base + warps + warp];
 #pragma unroll
       for (unsigned offset = 16; offset > 0; offset >>= 1) {
         if (offset < warps) {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fuser_core.ir.elementwise import UnaryOp
 from fuser_core.ir.op_types import UnaryOpType
+from fuser_core.ir.tensor_exprs import downstream_uses
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler.base import RejectCategory, Rejection, SchedulerType, reject
 from fuser_core.scheduler.group_view import GroupView
@@ -203,6 +204,12 @@ def read_before_reductions(group: GroupView, tv: TensorView) -> bool:
     """Whether the group reads `tv` on a path to one of its reductions."""
     reads = _reads(group)
     return any(id(u) in reads.feeding for u in tv.uses if id(u) in reads.members)
+
+
+def read_after_reductions(group: GroupView, tv: TensorView) -> bool:
+    """Whether something the group computes from `tv` also reads a reduction's result."""
+    reads = _reads(group)
+    return any(id(out) in reads.after for _, out in downstream_uses(tv, reads.members))
 
 
 def _reads(group: GroupView) -> _Reads:

@@ -33,6 +33,7 @@ from fuser_core.scheduler.checks import (
     persistent_buffers,
     projected_buffers,
     propagation_rejection,
+    read_after_reductions,
     read_before_reductions,
     reduction_signature_rejection,
     uncovered_message,
@@ -343,7 +344,7 @@ def _inner_persistent_params(
     lanes = -(-length // vec)
     per_row_inputs = _per_row_inputs(group, ref)
     buffers = persistent_buffers(group)
-    held = _register_bytes_per_element(group, per_row_inputs, buffers) + accumulators
+    held = _register_bytes_per_element(group, ref, per_row_inputs, buffers) + accumulators
     per_row = sum(-(-tv.dtype.itemsize // 4) for tv in per_row_inputs)  # registers, whatever the batch
     split = choose_split(lanes, rows, held * vec, has_exp(group), info.device, row_registers=per_row)
     row_bytes = _buffer_bytes_per_row(group, info)
@@ -380,7 +381,7 @@ def _inner_persistent_params(
     projected = projected_buffers(group)
     projecting = projected != buffers and split.blocks_per_sm <= 1 and not in_shared
     if projecting:
-        held = _register_bytes_per_element(group, per_row_inputs, projected) + accumulators
+        held = _register_bytes_per_element(group, ref, per_row_inputs, projected) + accumulators
         split = choose_split(lanes, rows, held * vec, has_exp(group), info.device, row_registers=per_row)
         buffers = projected
         row_bytes = _buffer_bytes_per_row(group, info, projected)
@@ -410,26 +411,34 @@ def _kept_results(group: GroupView, split: PersistentSplit, vec: int) -> tuple[i
     return tuple(tv.name for tv in kept)
 
 
-def _register_bytes_per_element(group: GroupView, per_row_inputs: list[TensorView], buffers: list[TensorView]) -> int:
+def _register_bytes_per_element(
+    group: GroupView, ref: TensorView, per_row_inputs: list[TensorView], buffers: list[TensorView]
+) -> int:
     """Register bytes a thread holds at once per element of the row it owns: every
-    persistent buffer, and the local copies either of the inputs the reductions read or of
-    those read only after the reductions, whichever take more. A thread issues all its loads
-    of a row before the first use, so the first copies are live at once; they are dead once
-    the buffers are computed, before the copies of a weight read after the reductions are
-    loaded where it is used (bias + residual + layer norm: 20 registers, not 28, so three
-    blocks of 512 fit an SM). An input that is itself a buffer counts once. A per-row input
+    persistent buffer; the copies of the weights (inputs without the rows' axes) the
+    reductions read, loaded once before the rows and held throughout; and the copies either
+    of the row inputs the reductions read or of the inputs read only after the reductions,
+    whichever take more. A thread issues all its loads of a row before the first use, so
+    the first copies are live at once; they are dead once the buffers are computed, before
+    a weight read only after the reductions is loaded where it is used (bias + residual +
+    layer norm: 10 bytes an element, not 14, so 256 x 2 runs at four blocks per SM, not
+    512 x 1 at two). An input read neither on the way to a reduction nor after one counts
+    with the first loads. An input that is itself a buffer counts once. A per-row input
     ([N, 1] mean or rstd) is held once per row, not per element, and is left out."""
     left_out = {id(tv) for tv in per_row_inputs} | {id(tv) for tv in buffers}
+    rows = {group.id_map.exact(d) for d in ref.logical if not d.is_reduction and not d.is_broadcast}
     held = sum(tv.dtype.itemsize for tv in buffers)
-    before = after = 0
+    weights = before = after = 0
     for tv in group.inputs:
         if not isinstance(tv, TensorView) or tv.ndim == 0 or id(tv) in left_out:
             continue
-        if read_before_reductions(group, tv):
+        if read_after_reductions(group, tv) and not read_before_reductions(group, tv):
+            after += tv.dtype.itemsize
+        elif any(group.id_map.exact(d) in rows for d in tv.logical if not d.is_broadcast):
             before += tv.dtype.itemsize
         else:
-            after += tv.dtype.itemsize
-    return max(held + max(before, after), 1)
+            weights += tv.dtype.itemsize
+    return max(held + weights + max(before, after), 1)
 
 
 def _per_row_inputs(group: GroupView, ref: TensorView) -> list[TensorView]:

@@ -122,9 +122,39 @@ def test_a_sum_of_more_than_2_pow_31_elements():
     del x
 
 
+@pytest.mark.parametrize(
+    ("rows", "width", "warps", "rows_per_block"),
+    [
+        (300, 256, 2, 2),
+        (600, 1712, 4, 1),
+        (600, 2400, 3, 1),
+        (600, 2048, 8, 1),
+        (600, 16384, 16, 1),
+        (600, 32768, 32, 1),
+    ],
+)
+def test_a_block_max_reaches_every_lane_with_the_same_bits(rows, width, warps, rows_per_block):
+    """x - max(x) over each row, exactly as the reference: a max is exact, so any lane that
+    got another value than the row's max (a wrong warp combined, another row's block group)
+    shows. Warps combine by shuffles for 2 to 32 warps, one after the other for 3; two rows
+    to a block put the second row's warps at an offset in the scratch."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        top = fd.ops.broadcast_in_dim(fd.ops.max(x, dims=[1]), shape=[rows, width], broadcast_dims=[0])
+        fd.add_output(fd.ops.sub(x, top))
+    inputs = [_inputs(np.random.default_rng(width), (rows, width), DataType.Float)]
+    with use_options(backend="reference"):
+        (expected,) = fd.execute(inputs)
+    with use_options(backend="cuda"):
+        (got,) = fd.execute([_to_device(x) for x in inputs])
+    (group,) = fd.executor_cache.last_report.runtime.segmented.groups
+    assert (group.params.padded_threads, group.params.threads_iteration) == (32 * warps, rows_per_block)
+    np.testing.assert_array_equal(_host(got, DataType.Float), np.asarray(expected))
+
+
 @pytest.mark.parametrize(("width", "warps"), [(2400, 3), (2800, 11), (1500, 12), (2000, 8), (20000, 16)])
 def test_block_reductions_over_any_number_of_warps(width, warps):
-    """A row's max and sum read back into the row: every thread must get the same result,
+    """A row's max and sum read back into the row (reduced together, `blockReducePair`),
     whether the warps' results are combined by shuffles (a power-of-two number of warps)
     or one after the other (any other number)."""
     rows = 600

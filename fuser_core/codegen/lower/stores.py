@@ -133,10 +133,11 @@ class Stores(Reductions):
         # before every predicated load (H100: layer norm backward 250 -> 217 us,
         # cross-entropy backward 315 -> 268). A float copy's zeros are a move each and
         # stay (linear_output_order's unrolled float loads: 44.9 us with them, 50.2 without
-        # in two later runs, not A/B'd alone). A copy in a kernel that reaches a pad, slice or cat
+        # in two later runs, not A/B'd alone). A copy whose uses reach a pad, slice or cat
         # (RoPE's halves, read at several offsets) keeps its zeros too: without them RoPE's
         # kernel took 8 more registers and ran 18% slower. The interpreter fills an
-        # unzeroed buffer with poison, so a read of an element no load wrote shows in CI.
+        # unzeroed buffer with NaN poison, which shows in the outputs of tests whose shapes
+        # skip loads, wherever such an element is read into a value.
         narrow = tv.dtype.itemsize < 4
         resized = any(isinstance(use, CatOp | PadOp | SliceOp) for use, _ in downstream_uses(tv))
         zero = not (vector_load and narrow and not resized)
