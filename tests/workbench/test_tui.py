@@ -20,6 +20,7 @@ from tui_helpers import (
     banner,
     drive,
     make_app,
+    rerun,
     settle,
     show,
     type_into,
@@ -55,8 +56,7 @@ def test_toggling_concretize_resize_extents_turns_the_extents_symbolic_and_back_
         await pilot.click("#opt-concretize_resize_extents")
         assert app.query_one("#opt-concretize_resize_extents", Switch).value is False
         app.query_one("#diff-view").focus()
-        await pilot.press("r")
-        await settle(pilot)
+        await rerun(pilot)
         text = await show(pilot, "concretization")
         assert "concretize_resize_extents=off" in text and OFF_EXTENTS in text and "iS25{4}rf" not in text
         assert "iS25{( ( i2 + ( (nvfuser_index_t)(i15) ) ) + ( (nvfuser_index_t)(i16) ) )}rf" in text
@@ -68,8 +68,7 @@ def test_toggling_concretize_resize_extents_turns_the_extents_symbolic_and_back_
 
         await pilot.click("#opt-concretize_resize_extents")
         app.query_one("#diff-view").focus()
-        await pilot.press("r")
-        await settle(pilot)
+        await rerun(pilot)
         text = await show(pilot, "concretization")
         assert "concretize_resize_extents=on" in text and "iS25{4}rf" in text
         diff = await show(pilot, "diff")

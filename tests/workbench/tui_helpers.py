@@ -47,6 +47,21 @@ async def settle(pilot: Pilot) -> None:
     raise AssertionError(f"the app never settled: {pilot.app.busy}")
 
 
+async def rerun(pilot: Pilot) -> None:
+    """Press r and wait until that run has finished. The key's action is asynchronous: for
+    a moment after the press the app can look idle before the run starts, and `settle`
+    alone would return then (the toggle-and-rerun test read the previous run's tab)."""
+    before = pilot.app._runs_started
+    await pilot.press("r")
+    for _ in range(400):
+        if pilot.app._runs_started > before:
+            break
+        await pilot.pause(0.05)
+    else:
+        raise AssertionError("pressing r started no run")
+    await settle(pilot)
+
+
 PENDING = "this tab fills in when the run finishes"  # workbench/tui/app.py's placeholder
 
 
