@@ -426,7 +426,7 @@ def _register_bytes_per_element(
     with the first loads. An input that is itself a buffer counts once. A per-row input
     ([N, 1] mean or rstd) is held once per row, not per element, and is left out."""
     left_out = {id(tv) for tv in per_row_inputs} | {id(tv) for tv in buffers}
-    rows = {group.id_map.exact(d) for d in ref.logical if not d.is_reduction and not d.is_broadcast}
+    rows = _row_sets(group, ref)
     held = sum(tv.dtype.itemsize for tv in buffers)
     weights = before = after = 0
     for tv in group.inputs:
@@ -441,10 +441,15 @@ def _register_bytes_per_element(
     return max(held + weights + max(before, after), 1)
 
 
+def _row_sets(group: GroupView, ref: TensorView) -> set[int]:
+    """Exact sets of the rows' axes: the reduction's iterated (not broadcast) axes."""
+    return {group.id_map.exact(d) for d in ref.logical if not d.is_reduction and not d.is_broadcast}
+
+
 def _per_row_inputs(group: GroupView, ref: TensorView) -> list[TensorView]:
     """Tensor inputs each of whose axes is one of the rows' (an axis that cannot be matched
     to the rows' counts as along the row)."""
-    rows = {group.id_map.exact(d) for d in ref.logical if not d.is_reduction and not d.is_broadcast}
+    rows = _row_sets(group, ref)
     return [
         tv
         for tv in group.inputs

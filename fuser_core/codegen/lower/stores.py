@@ -138,9 +138,11 @@ class Stores(Reductions):
         # kernel took 8 more registers and ran 18% slower. The interpreter fills an
         # unzeroed buffer with NaN poison, which shows in the outputs of tests whose shapes
         # skip loads, wherever such an element is read into a value.
-        narrow = tv.dtype.itemsize < 4
-        resized = any(isinstance(use, CatOp | PadOp | SliceOp) for use, _ in downstream_uses(tv))
-        zero = not (vector_load and narrow and not resized)
+        zero = not (
+            vector_load
+            and tv.dtype.itemsize < 4
+            and not any(isinstance(use, CatOp | PadOp | SliceOp) for use, _ in downstream_uses(tv))
+        )
         self._alloc_for(tv, k.Alloc(name, tv.dtype, self._buffer_size(tv), k.Memory.local, zero=zero))
         if vector_load:
             assert isinstance(source, TensorView)
