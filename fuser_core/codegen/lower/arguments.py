@@ -59,6 +59,8 @@ class Arguments:
         # go to once those close: a sibling reduction of the same input shares the loops.
         self.pending_reduces: list[tuple[int, k.ParallelReduce]] = []
         self.alloc_scopes: dict[str, list[k.Stmt]] = {}  # register buffer -> the body it is allocated in
+        # (input copy, id of the scope body) -> its vector loaded again there (Compute._reread_vector)
+        self.rereads: dict[tuple[int, int], str] = {}
         self.bounds: dict[str, int] = {}
         self.buffer_dtypes: dict[str, DataType] = {}
         self.workspaces: list[k.Workspace] = []

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.buffers import Buffers
-from fuser_core.codegen.lower.elementwise import _cast, _elementwise
-from fuser_core.codegen.lower.model import INDEX, TRUE, Instance, _primary
+from fuser_core.codegen.lower.elementwise import _cast, _divides_by_a_row_value_into_a_narrow_output, _elementwise
+from fuser_core.codegen.lower.model import INDEX, TRUE, Instance, _primary, _Scope, concrete
 from fuser_core.codegen.simplify import add, land, lt, mul, sub
 from fuser_core.errors import FuserError, InternalError
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.elementwise import BinaryOp, TernaryOp, UnaryOp
-from fuser_core.ir.iter_domain import Resize
+from fuser_core.ir.iter_domain import IterDomain, Resize
+from fuser_core.ir.op_types import BinaryOpType
 from fuser_core.ir.rng import RNGOp
 from fuser_core.ir.tensor_exprs import (
     BroadcastOp,
@@ -69,11 +70,95 @@ class Compute(Buffers):
             if not self._in_scope(buffer) and not isinstance(primary.definition, ReductionOp | WelfordOp):
                 # Its loops were closed before this consumer's were opened: recompute the
                 # value here (an input cache reloads) rather than read a buffer out of scope.
-                return self._compute(tv, inst)
+                return self._reread_vector(tv, inst) or self._compute(tv, inst)
             read = k.Read(self.buffer_dtypes.get(buffer, tv.dtype), buffer, self._read_slot(primary, inst.coords))
             # a Half reduction accumulates in float; what it gives its consumers is Half
             return read if read.dtype == tv.dtype else _cast(tv.dtype, read)
         return self._compute(tv, inst)
+
+    def _reread_vector(self, tv: TensorView, inst: Instance) -> k.Node | None:
+        """A vector-loaded copy of an input read again in a loop nest opened after its own
+        was closed (the later passes of a normalization that re-reads its row): its loads
+        are made again in vectors, in their own loops before the consumer's (one 16-byte
+        load, not eight 2-byte ones, per vector of a 16-bit row). Where the consumer reads
+        the copy other than at the copy's own loops, None: then each element is loaded
+        where it is read."""
+        expr = tv.definition
+        source = expr.inputs[0] if isinstance(expr, LoadStoreOp) else None
+        vector = self._vector_width(tv)
+        if vector <= 1 or not isinstance(source, TensorView) or source not in self.inputs:
+            return None
+        # (Its own bounds, checked once a vector, hold where the consumer's do: the same
+        # coordinates of the same input, whose extent the vector width divides.)
+        if inst.coords != self.own_instance(tv).coords:
+            return None
+        if self._divides_per_element():
+            return None
+        at = min(tv.compute_at_pos, len(tv.loop) - 1)
+        depth = self._open_depth(tv.loop[:at])
+        inner = {scope.concrete_id for scope in self.stack[depth + 1 :]} if depth is not None else set()
+        if depth is None or any(concrete(d).name not in inner for d in [*self._allocated_dims(tv, at), tv.loop[-1]]):
+            return None
+        key = (tv.name, id(self.stack[depth].body))
+        name = self.rereads.get(key)
+        if name is None:
+            name = self.rereads[key] = self._local_name(tv) + "_reread"
+            self._emit_reread(tv, source, name, vector, depth, at)
+        return k.Read(tv.dtype, name, self._slot(tv, start=at))
+
+    def _divides_per_element(self) -> bool:
+        """Whether the kernel computes an IEEE float division per element (a branch to its
+        slow path each). There the re-read's vectors, loaded before the pass and live
+        across those branches, measured slower than each element loaded where it is read
+        (H100, cross-entropy backward: 267 -> 297 us; softmax, whose division is by the
+        row's reciprocal, 106 -> 97 us)."""
+        return any(
+            isinstance(e, BinaryOp)
+            and e.op_type == BinaryOpType.Div
+            and e.output.dtype.is_floating
+            and not _divides_by_a_row_value_into_a_narrow_output(
+                e, DataType.Float if e.output.dtype.is_reduced_float else e.output.dtype
+            )
+            for e in self.exprs
+        )
+
+    def _emit_reread(self, tv: TensorView, source: TensorView, name: str, vector: int, depth: int, at: int) -> None:
+        """The loads of `_reread_vector` over the copy's loops from `at`, placed in the open
+        scope at `depth` before the statement that holds the consumer's loops (its last)."""
+        outer, consumer_scopes = self.stack[depth], self.stack[depth + 1 :]
+        del self.stack[depth + 1 :]
+        staged: list[k.Stmt] = []
+        self.stack.append(_Scope(staged, None))
+        try:
+            for dim in tv.loop[at:-1]:
+                self._open(dim)
+            lanes = {concrete(tv.loop[-1]).name: k.Const(INDEX, 0)}
+            first = self.producer_instance(tv.definition, tv, self.own_instance(tv, lanes), source)
+            copy = k.VectorCopy(
+                name,
+                self._slot(tv, lanes, start=at),
+                f"T{source.name}",
+                self.global_index(source, first.coords),
+                vector,
+                tv.dtype,
+            )
+            self._emit(copy if first.valid == TRUE else k.If(first.valid, [copy]))
+        finally:
+            del self.stack[depth + 1 :]
+            self.stack.extend(consumer_scopes)
+        alloc = k.Alloc(name, tv.dtype, self._buffer_size(tv, at), k.Memory.local, zero=self._zero_filled(tv, True))
+        outer.body[-1:-1] = [alloc, *staged]
+
+    def _open_depth(self, dims: list[IterDomain]) -> int | None:
+        """The depth of the open loop over the last of `dims` where loops over all of them
+        are open, in order (conditions and other loops between them allowed); else None."""
+        matched, found = 0, 0
+        for depth in range(1, len(self.stack)):
+            if matched == len(dims):
+                break
+            if self.stack[depth].concrete_id == concrete(dims[matched]).name:
+                matched, found = matched + 1, depth
+        return found if matched == len(dims) else None
 
     def _load(self, tv: TensorView, inst: Instance) -> k.Node:
         """A predicated read of a global input (zero where the coordinates are invalid)."""

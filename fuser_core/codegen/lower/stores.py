@@ -4,24 +4,19 @@ shared tile (then a Sync), a register array (vector loads straight from an input
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.model import (
     INDEX,
     TRUE,
     Instance,
-    _loop_vars,
     _Scope,
-    _substitute,
     concrete,
     loop_var,
     read_by_writers,
 )
 from fuser_core.codegen.lower.reductions import Reductions
-from fuser_core.codegen.simplify import const_value, land
-from fuser_core.ir.iter_domain import ParallelType
-from fuser_core.ir.tensor_exprs import CatOp, LoadStoreOp, PadOp, ReductionOp, SliceOp, WelfordOp, downstream_uses
+from fuser_core.codegen.simplify import land
+from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp, WelfordOp
 from fuser_core.ir.tensor_view import MemoryType, TensorView
 
 
@@ -65,19 +60,6 @@ class Stores(Reductions):
             if val.definition is not None and val not in self.inputs:
                 stack.extend(v for v in val.definition.inputs if isinstance(v, TensorView))
         return False
-
-    def _vector_width(self, tv: TensorView) -> int:
-        last = tv.loop[-1] if tv.loop else None
-        if not self.vectorize or last is None or last.parallel_type != ParallelType.Vectorize:
-            return 1
-        if last.is_broadcast:  # one element, read by every lane: no vector access
-            return 1
-        if tv in self.outputs:
-            coords = self.own_instance(tv).coords
-            if loop_var(last).name not in set().union(*(_loop_vars(c) for c in coords)):
-                return 1  # its lanes run along a broadcast axis of the output: one element, no vector
-        width = const_value(self.extent(last))
-        return int(width) if width is not None else 1
 
     def _store_global(self, tv: TensorView, inst: Instance, vector: int) -> None:
         name = f"T{tv.name}"
@@ -127,23 +109,9 @@ class Stores(Reductions):
         expr = tv.definition
         source = expr.inputs[0] if isinstance(expr, LoadStoreOp) else None
         vector_load = vector > 1 and isinstance(source, TensorView) and source in self.inputs
-        # A vector-loaded copy of a 16-bit (or narrower) input is read where its load was
-        # made (its readers carry the load's bounds) or under a select that discards it:
-        # it is not zero-filled first. Zeroing such a copy costs a byte-permute per element
-        # before every predicated load (H100: layer norm backward 250 -> 217 us,
-        # cross-entropy backward 315 -> 268). A float copy's zeros are a move each and
-        # stay (linear_output_order's unrolled float loads: 44.9 us with them, 50.2 without
-        # in two later runs, not A/B'd alone). A copy whose uses reach a pad, slice or cat
-        # (RoPE's halves, read at several offsets) keeps its zeros too: without them RoPE's
-        # kernel took 8 more registers and ran 18% slower. The interpreter fills an
-        # unzeroed buffer with NaN poison, which shows in the outputs of tests whose shapes
-        # skip loads, wherever such an element is read into a value.
-        zero = not (
-            vector_load
-            and tv.dtype.itemsize < 4
-            and not any(isinstance(use, CatOp | PadOp | SliceOp) for use, _ in downstream_uses(tv))
+        self._alloc_for(
+            tv, k.Alloc(name, tv.dtype, self._buffer_size(tv), k.Memory.local, zero=self._zero_filled(tv, vector_load))
         )
-        self._alloc_for(tv, k.Alloc(name, tv.dtype, self._buffer_size(tv), k.Memory.local, zero=zero))
         if vector_load:
             assert isinstance(source, TensorView)
             lane_dim = tv.loop[-1]
@@ -170,7 +138,3 @@ class Stores(Reductions):
             return
         with self._predicated(inst.valid):
             self._emit(k.Store(name, self._slot(tv), self.value_of_definition(tv, inst)))
-
-    def _lane_instance(self, inst: Instance, lanes: Mapping[int, k.Node]) -> Instance:
-        subst = {f"i{c}": v for c, v in lanes.items()}
-        return Instance(tuple(_substitute(c, subst) for c in inst.coords), _substitute(inst.valid, subst))

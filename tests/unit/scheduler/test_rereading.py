@@ -5,6 +5,7 @@ run-time rejection says why. The re-reading kernels are checked on the interpret
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -186,3 +187,48 @@ def test_rows_that_already_fit_several_blocks_keep_their_float_buffer():
     _, _, params = held_params(rms_norm, [16384, 4096])
     assert not params.buffers_projected_to_inputs and params.buffers != (0,)
     assert params.min_blocks_per_sm == 4
+
+
+# -- the later passes' loads (codegen: Compute._reread_vector) -----------------------------
+
+
+def kernel_text(runtime: Any) -> str:
+    from fuser_core.codegen.cuda import print_kernel
+    from fuser_core.codegen.lower import lower_group
+
+    (group,) = runtime.segmented.groups
+    return print_kernel(lower_group(group.fusion, "kernel_g0", DataType.Int32))
+
+
+def softmax_minus_one_hot() -> FusionDefinition:
+    """Cross-entropy's backward in small: its quotient is not only cast to bf16, so the
+    division stays an IEEE division per element."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
+        x = fd.ops.cast(t0, DataType.Float)
+        e = fd.ops.exp(fd.ops.sub(x, fd.ops.max(x, dims=[1], keepdim=True)))
+        p = fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True))
+        fd.add_output(fd.ops.cast(fd.ops.sub(p, fd.define_scalar(1.0)), DataType.BFloat16))
+    return fd
+
+
+def test_each_later_pass_loads_the_row_again_in_vectors_before_its_loop():
+    x = data([3, 1040], DataType.BFloat16)
+    text = kernel_text(runtime_of(softmax(DataType.BFloat16), x))
+    # the first pass's vector loads, then one vector load per vector in each of the two
+    # later passes, and no load of an element alone
+    assert len(re.findall(r"vectorCopy<__bfloat, 8>\(&T\d+(_\d+_reread)?\[[^\]]*\], &T0\[", text)) == 3
+    assert len(re.findall(r"__bfloat T\d+_\d+_reread\[\d+\];", text)) == 2
+    assert not re.search(r"= T0\[", text)
+    # loaded before the loop that reads them: each pass's loads come before its exp
+    second_pass = text.index("_1_reread")
+    assert second_pass < text.index("expf(", second_pass)
+
+
+def test_a_per_element_division_keeps_each_element_loaded_where_it_is_read():
+    x = data([3, 1040], DataType.BFloat16)
+    runtime = runtime_of(softmax_minus_one_hot(), x)
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["reduction"]
+    text = kernel_text(runtime)
+    assert "_reread" not in text and re.search(r"= T0\[", text)
+    assert check_generated_kernels(runtime, [x]) == ["kernel_g0"]
