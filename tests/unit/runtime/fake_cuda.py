@@ -106,14 +106,14 @@ class FakeArray(np.ndarray):
 
     __module__ = "cupy"
     fake_device: FakeDevice | None = None
-    gpu = 0  # the GPU it is on, as CuPy's `array.device.id`
+    gpu = 0  # the GPU it is on, as CuPy's `array.data.device_id`
 
     def __array_finalize__(self, obj: Any) -> None:
         self.fake_device = getattr(obj, "fake_device", None)
 
     @property
     def data(self) -> Any:  # type: ignore[override]
-        return SimpleNamespace(ptr=self.ctypes.data)
+        return SimpleNamespace(ptr=self.ctypes.data, device_id=self.gpu)  # CuPy's MemoryPointer
 
     @property
     def device(self) -> Any:  # type: ignore[override]
@@ -152,9 +152,11 @@ def fake_cupy(device: FakeDevice) -> ModuleType:
     cuda.get_current_stream = lambda: stream  # type: ignore[attr-defined]
     cuda.alloc = lambda n: device.allocate("alloc")  # type: ignore[attr-defined]
     cupy.cuda = cuda  # type: ignore[attr-defined]
-    # The fast path's outputs: cupy.ndarray(shape, dtype, memory, strides=...), with the
-    # strides asked for (0 along an expanded axis).
-    cupy.ndarray = lambda shape, dtype, memory, strides: wrap(_strided(shape, dtype, strides), "ndarray")  # type: ignore[attr-defined]
+    # The fast path's outputs: cupy.ndarray(shape, dtype, memory[, strides]), with the
+    # strides asked for (0 along an expanded axis), else in C order.
+    cupy.ndarray = lambda shape, dtype, memory, strides=None: wrap(  # type: ignore[attr-defined]
+        _strided(shape, dtype, strides) if strides is not None else np.zeros(shape, dtype), "ndarray"
+    )
     return cupy
 
 
