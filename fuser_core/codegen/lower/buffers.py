@@ -33,11 +33,10 @@ class Buffers(Indexing):
     """Lays out register arrays and shared tiles and addresses their slots."""
 
     # -- buffers ---------------------------------------------------------------------------
-    def _allocated_dims(self, tv: TensorView, start: int | None = None) -> list[IterDomain]:
-        """The loop IDs the buffer holds, in its layout's order (model.buffer_layout): those
-        past its computeAt position, or past `start` for a buffer allocated there."""
+    def _allocated_dims(self, tv: TensorView) -> list[IterDomain]:
+        """The loop IDs the buffer holds, in its layout's order (model.buffer_layout)."""
         dims = []
-        start = tv.compute_at_pos if start is None else start
+        start = tv.compute_at_pos
         if isinstance(tv.definition, ReductionOp | WelfordOp):  # allocated before its reduction loops
             start = min(start, first_reduction_position(tv))
         position = {id(dim): pos for pos, dim in enumerate(tv.loop)}
@@ -54,10 +53,10 @@ class Buffers(Indexing):
             dims.append(dim)
         return dims
 
-    def _slot(self, tv: TensorView, lanes: Mapping[int, k.Node] | None = None, start: int | None = None) -> k.Node:
+    def _slot(self, tv: TensorView, lanes: Mapping[int, k.Node] | None = None) -> k.Node:
         """A buffer position from the current loop indices (the tensor's own, past ca_pos)."""
         slot: k.Node = k.Const(INDEX, 0)
-        for dim in self._allocated_dims(tv, start):
+        for dim in self._allocated_dims(tv):
             var: k.Node = loop_var(dim)
             if lanes is not None and concrete(dim).name in lanes:
                 var = lanes[concrete(dim).name]
@@ -122,9 +121,9 @@ class Buffers(Indexing):
             )
         return extent
 
-    def _buffer_size(self, tv: TensorView, start: int | None = None) -> int:
+    def _buffer_size(self, tv: TensorView) -> int:
         size = 1
-        for dim in self._allocated_dims(tv, start):
+        for dim in self._allocated_dims(tv):
             size *= int(const_value(self._const_extent(dim, tv)))  # type: ignore[arg-type]
         return size
 

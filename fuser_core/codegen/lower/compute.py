@@ -4,6 +4,8 @@ pad, iota, full, random draws), each named once per scope."""
 
 from __future__ import annotations
 
+import functools
+
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.buffers import Buffers
 from fuser_core.codegen.lower.elementwise import _cast, _divides_by_a_row_value_into_a_narrow_output, _elementwise
@@ -92,20 +94,22 @@ class Compute(Buffers):
         # coordinates of the same input, whose extent the vector width divides.)
         if inst.coords != self.own_instance(tv).coords:
             return None
-        if self._divides_per_element():
+        if self._divides_per_element:
             return None
-        at = min(tv.compute_at_pos, len(tv.loop) - 1)
-        depth = self._open_depth(tv.loop[:at])
+        # The copy's loops up to its computeAt position are open (the consumer's), and so
+        # are those its buffer spans and its lanes', inside them.
+        depth = self._open_depth(tv.loop[: tv.compute_at_pos])
         inner = {scope.concrete_id for scope in self.stack[depth + 1 :]} if depth is not None else set()
-        if depth is None or any(concrete(d).name not in inner for d in [*self._allocated_dims(tv, at), tv.loop[-1]]):
+        if depth is None or any(concrete(d).name not in inner for d in [*self._allocated_dims(tv), tv.loop[-1]]):
             return None
         key = (tv.name, id(self.stack[depth].body))
         name = self.rereads.get(key)
         if name is None:
             name = self.rereads[key] = self._local_name(tv) + "_reread"
-            self._emit_reread(tv, source, name, vector, depth, at)
-        return k.Read(tv.dtype, name, self._slot(tv, start=at))
+            self._emit_reread(tv, source, name, vector, depth)
+        return k.Read(tv.dtype, name, self._slot(tv))
 
+    @functools.cached_property
     def _divides_per_element(self) -> bool:
         """Whether the kernel computes an IEEE float division per element (a branch to its
         slow path each). There the re-read's vectors, loaded before the pass and live
@@ -122,21 +126,22 @@ class Compute(Buffers):
             for e in self.exprs
         )
 
-    def _emit_reread(self, tv: TensorView, source: TensorView, name: str, vector: int, depth: int, at: int) -> None:
-        """The loads of `_reread_vector` over the copy's loops from `at`, placed in the open
-        scope at `depth` before the statement that holds the consumer's loops (its last)."""
+    def _emit_reread(self, tv: TensorView, source: TensorView, name: str, vector: int, depth: int) -> None:
+        """The loads of `_reread_vector` over the copy's own loops (past its computeAt
+        position), placed in the open scope at `depth` before the statement that holds the
+        consumer's loops (that scope's last)."""
         outer, consumer_scopes = self.stack[depth], self.stack[depth + 1 :]
         del self.stack[depth + 1 :]
         staged: list[k.Stmt] = []
         self.stack.append(_Scope(staged, None))
         try:
-            for dim in tv.loop[at:-1]:
+            for dim in tv.loop[tv.compute_at_pos : -1]:
                 self._open(dim)
             lanes = {concrete(tv.loop[-1]).name: k.Const(INDEX, 0)}
             first = self.producer_instance(tv.definition, tv, self.own_instance(tv, lanes), source)
             copy = k.VectorCopy(
                 name,
-                self._slot(tv, lanes, start=at),
+                self._slot(tv, lanes),
                 f"T{source.name}",
                 self.global_index(source, first.coords),
                 vector,
@@ -146,7 +151,7 @@ class Compute(Buffers):
         finally:
             del self.stack[depth + 1 :]
             self.stack.extend(consumer_scopes)
-        alloc = k.Alloc(name, tv.dtype, self._buffer_size(tv, at), k.Memory.local, zero=self._zero_filled(tv, True))
+        alloc = k.Alloc(name, tv.dtype, self._buffer_size(tv), k.Memory.local, zero=self._zero_filled(tv, True))
         outer.body[-1:-1] = [alloc, *staged]
 
     def _open_depth(self, dims: list[IterDomain]) -> int | None:
