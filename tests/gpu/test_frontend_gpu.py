@@ -78,3 +78,32 @@ def test_unseeded_random_follows_torchs_cuda_generator() -> None:
         runs = [stateful.execute([x])[0] for _ in range(3)]
         for k, run in enumerate(runs):
             torch.testing.assert_close(run, seeded.execute([x, 1234, k])[0])
+
+
+def test_a_cupy_output_the_caller_dropped_is_given_again_and_a_reachable_one_is_not() -> None:
+    """The fast path's RecycledOutput on CuPy itself: its reference counts are CuPy's."""
+    import cupy
+
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.mul(t0, fd.define_scalar(2.0)))
+    rng = np.random.default_rng(1)
+    inputs = [cupy.asarray(rng.standard_normal((64, 256)).astype(np.float32)) for _ in range(4)]
+    with use_options(backend="cuda"):
+        fd.execute([inputs[0]])
+        (out,) = fd.execute([inputs[0]])
+        ptr = out.data.ptr
+        del out
+        (again,) = fd.execute([inputs[1]])
+        assert again.data.ptr == ptr  # recycled
+        np.testing.assert_array_equal(again.get(), inputs[1].get() * 2)
+        for keep in (lambda a: a[1:], lambda a: a.data, lambda a: a.data + 4, lambda a: [a]):
+            kept, host = keep(again), again.get()
+            del again
+            (again,) = fd.execute([inputs[2]])
+            assert again.data.ptr != ptr  # still reachable: a new one
+            np.testing.assert_array_equal(again.get(), inputs[2].get() * 2)
+            if isinstance(kept, cupy.ndarray):
+                np.testing.assert_array_equal(kept.get(), host[1:])  # untouched
+            ptr = again.data.ptr
+            del kept

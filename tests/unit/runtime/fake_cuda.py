@@ -113,7 +113,14 @@ class FakeArray(np.ndarray):
 
     @property
     def data(self) -> Any:  # type: ignore[override]
-        return SimpleNamespace(ptr=self.ctypes.data, device_id=self.gpu)  # CuPy's MemoryPointer
+        """CuPy's MemoryPointer: one per array, kept, into the memory of the array it views."""
+        found = self.__dict__.get("_memory_pointer")
+        if found is None:
+            base = self.base if isinstance(self.base, FakeArray) else None
+            memory = base.data.mem if base is not None else SimpleNamespace()
+            found = SimpleNamespace(ptr=self.ctypes.data, device_id=self.gpu, mem=memory)
+            self.__dict__["_memory_pointer"] = found
+        return found
 
     @property
     def device(self) -> Any:  # type: ignore[override]

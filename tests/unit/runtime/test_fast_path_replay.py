@@ -7,6 +7,7 @@ same events and reports, a miss where the key differs, the scalar fallback repor
 from __future__ import annotations
 
 import inspect
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from fake_cuda import CUDARuntimeError, FakeCudaBackend, FakeDevice, interpreted
 from fuser_core import DataType, FusionDefinition, FusionExecutorCache, use_options
 from fuser_core.runtime import executor_cache
 from fuser_core.runtime.executor_cache import RunReport
-from fuser_core.runtime.fast_path import input_guard, input_key
+from fuser_core.runtime.fast_path import RecycledOutput, input_guard, input_key
 from fuser_core.runtime.launch_errors import CudaFaultError
 
 G0 = "nvfuser_pointwise_f0_c1_r0_g0"
@@ -210,12 +211,12 @@ def test_a_fault_reported_by_an_allocation_names_the_kernels_launched_before_it(
     cache = FusionExecutorCache(two_kernels().fusion, backend=FakeCudaBackend())
     x = device_array(device)
     cache.run([x])
-    cache.run([x])
+    held = cache.run([x])  # the output is held, so the next run allocates one
     allocations = []
 
-    def allocate(call):  # the second output's memory: CUDA reports a fault there
+    def allocate(call):  # its memory (the intermediate is recycled): CUDA reports a fault there
         allocations.append(call)
-        if allocations.count("alloc") == 2:
+        if allocations.count("alloc") == 1:
             raise CUDARuntimeError(700, "cudaErrorIllegalAddress: an illegal memory access was encountered")
 
     monkeypatch.setattr(device, "allocate", allocate)
@@ -225,6 +226,7 @@ def test_a_fault_reported_by_an_allocation_names_the_kernels_launched_before_it(
     assert [k.name for k in fault.kernels] == [G0] and not fault.pinned
     assert fault.where == f"allocating outputs after launching g0 {G0}"
     assert caught.value.runtime is cache.last_runtime
+    assert held
 
 
 def test_execute_replays_the_last_plan_and_a_refused_launch_names_its_kernel(device, monkeypatch):
@@ -243,3 +245,72 @@ def test_execute_replays_the_last_plan_and_a_refused_launch_names_its_kernel(dev
     assert err.fault.pinned and [k.name for k in err.kernels] == [G1]
     assert err.runtime is fd.executor_cache.last_runtime and err.location is not None
     assert err.location.filename == __file__ and err.location.lineno != line  # the line of its op
+
+
+# -- recycled outputs ------------------------------------------------------------------------
+
+
+def allocations(device: FakeDevice) -> int:
+    return device.calls.count("ndarray")
+
+
+@pytest.fixture
+def dense(device) -> FusionExecutorCache:
+    """x + x over a contiguous [N, M] input: every output element its own."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.add(t0, t0))
+    return FusionExecutorCache(fd.fusion, backend=FakeCudaBackend())
+
+
+def test_an_output_the_caller_dropped_is_given_again(dense, device):
+    x = device_array(device)
+    dense.run([x])
+    first = dense.run([x])[0]
+    made = allocations(device)
+    second = dense.run([x])[0]  # the first is held: a new one
+    assert second is not first and allocations(device) == made + 1
+    del second
+    third = dense.run([on_device(device, np.asarray(x) * 3)])[0]  # the second was dropped: no allocation
+    assert allocations(device) == made + 1
+    np.testing.assert_array_equal(np.asarray(third), np.asarray(x) * 6)
+    np.testing.assert_array_equal(np.asarray(first), np.asarray(x) * 2)
+    assert fast(dense) == [False, True, True, True]
+
+
+@pytest.mark.parametrize(
+    "keep",
+    [
+        lambda out: out[1:],  # a view: it refers to its base
+        lambda out: out.data,  # its memory pointer
+        lambda out: SimpleNamespace(ptr=out.data.mem),  # its memory, through a pointer of its own
+        lambda out: [out],  # the array itself, anywhere
+    ],
+)
+def test_an_output_still_reachable_is_not_given_again(dense, device, keep):
+    x = device_array(device)
+    dense.run([x])
+    out = dense.run([x])[0]
+    kept = keep(out)
+    del out
+    made = allocations(device)
+    again = dense.run([on_device(device, np.asarray(x) * 3)])[0]
+    assert allocations(device) == made + 1
+    np.testing.assert_array_equal(np.asarray(again), np.asarray(x) * 6)
+    if isinstance(kept, np.ndarray):
+        np.testing.assert_array_equal(np.asarray(kept), (np.asarray(x) * 2)[1:])  # untouched
+
+
+def test_an_output_is_given_again_on_its_own_stream_only():
+    made = []
+
+    def make():
+        made.append(SimpleNamespace(data=SimpleNamespace(mem=SimpleNamespace())))
+        return made[-1]
+
+    recycled = RecycledOutput(make)
+    assert recycled(7) is made[0]
+    assert recycled(7) is made[0] and len(made) == 1  # nothing else holds it
+    assert recycled(8) is made[1]  # another stream: CuPy's pool would not give it there
+    held = recycled(8)
+    assert held is made[1] and recycled(8) is made[2]  # held by the caller: a new one
