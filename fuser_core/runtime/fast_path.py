@@ -342,12 +342,16 @@ class FastPlan:
                 else ndarray(shape, storage, alloc(nbytes), byte_strides)
             )
 
-        return RecycledOutput(make) if RECYCLING else lambda stream_ptr: make()
+        return RecycledOutput(make) if RECYCLING and nbytes <= RECYCLED_BYTES else lambda stream_ptr: make()
 
 
 # Reference counts prove an object unobserved only where they are exact (not in a
 # free-threaded build).
 RECYCLING = getattr(sys, "_is_gil_enabled", lambda: True)()
+# The largest output recycled. A plan keeps its last one until its next hit, whichever
+# sizes come next, so what plans of many shapes hold stays small; past this size the
+# kernel writing it takes longer than a hit's host time, which it then hides.
+RECYCLED_BYTES = 4 << 20
 
 
 class RecycledOutput:
@@ -359,7 +363,8 @@ class RecycledOutput:
     back to those taken just after it was made. On the same stream only: CuPy's pool would
     give the same memory back on that stream, ordered after what was queued there with
     it, but not to another stream. A cache hit's output allocation is the largest part
-    of its host time after the launch (1.76 us of 8.4 on the H100's host).
+    of its host time after the launch (1.76 us of 8.4 on the H100's host). Outputs of up
+    to RECYCLED_BYTES only.
 
     Torch outputs are not recycled: a torch view holds its base's storage from C++,
     where no Python reference count shows it."""

@@ -314,3 +314,13 @@ def test_an_output_is_given_again_on_its_own_stream_only():
     assert recycled(8) is made[1]  # another stream: CuPy's pool would not give it there
     held = recycled(8)
     assert held is made[1] and recycled(8) is made[2]  # held by the caller: a new one
+
+
+def test_a_large_output_is_allocated_at_every_hit(dense, device):
+    """A plan would keep a large output alive between its hits: only small ones are recycled."""
+    x = on_device(device, np.ones((1024, 1025), np.float32))  # just over 4 MiB
+    dense.run([x])
+    dense.run([x])
+    made = allocations(device)
+    dense.run([x])
+    assert allocations(device) == made + 1
