@@ -238,6 +238,8 @@ class FusionExecutorCache:
         return None
 
     def _use_last(self, entry: _FastEntry) -> None:
+        if self._last_fast is not None and self._last_fast.plan is not entry.plan:
+            self._last_fast.plan.release_outputs()  # an executor keeps one plan's outputs
         self._last_fast = entry
         self.replay_final = entry.replay if entry.plan.final else _no_replay
 

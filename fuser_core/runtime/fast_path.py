@@ -34,6 +34,8 @@ import functools
 import itertools
 import linecache
 import sys
+import sysconfig
+import weakref
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from math import copysign
@@ -280,6 +282,13 @@ class FastPlan:
             f"    return [{results}]",
         ], names
 
+    def release_outputs(self) -> None:
+        """Let the outputs kept for recycling go: another plan is replayed now."""
+        for allocated in self._outputs:
+            for _, make in allocated:
+                if isinstance(make, RecycledOutput):
+                    make.release()
+
     def _fall_back(self, index: int, pointers: tuple[int, ...]) -> tuple[int, int]:
         """Launch `index` takes its scalar fallback this time (packed on first need): its
         tensor arguments pointed at `pointers`; its function pointer and packed address."""
@@ -347,7 +356,7 @@ class FastPlan:
 
 # Reference counts prove an object unobserved only where they are exact (not in a
 # free-threaded build).
-RECYCLING = getattr(sys, "_is_gil_enabled", lambda: True)()
+RECYCLING = not sysconfig.get_config_var("Py_GIL_DISABLED")
 # The largest output recycled. A plan keeps its last one until its next hit, whichever
 # sizes come next, so what plans of many shapes hold stays small; past this size the
 # kernel writing it takes longer than a hit's host time, which it then hides.
@@ -366,28 +375,42 @@ class RecycledOutput:
     of its host time after the launch (1.76 us of 8.4 on the H100's host). Outputs of up
     to RECYCLED_BYTES only.
 
+    Nor where a weak reference to it is alive, or its shape was set in place: the caller
+    would see the object again. A plan's recycled outputs are released when another plan
+    of its executor is replayed (FastPlan.release_outputs), so an executor holds those of
+    one plan at most.
+
     Torch outputs are not recycled: a torch view holds its base's storage from C++,
     where no Python reference count shows it."""
 
-    __slots__ = ("_counts", "_last", "_make", "_stream")
+    __slots__ = ("_counts", "_last", "_make", "_shape", "_stream")
 
     def __init__(self, make: Callable[[], Any]) -> None:
         self._make = make
         self._last: Any = None
         self._stream = 0
+        self._shape: tuple[int, ...] = ()
         self._counts = (0, 0, 0)
 
     def __call__(self, stream_ptr: int) -> Any:
         last = self._last
         if last is not None and stream_ptr == self._stream:
             data = last.data
-            if (sys.getrefcount(last), sys.getrefcount(data), sys.getrefcount(data.mem)) == self._counts:
+            if (
+                (sys.getrefcount(last), sys.getrefcount(data), sys.getrefcount(data.mem)) == self._counts
+                and not weakref.getweakrefcount(last)  # a weak reference still sees it
+                and last.shape == self._shape  # (CuPy's shape setter reshapes in place)
+            ):
                 return last
         last = self._make()
         data = last.data
-        self._last, self._stream = last, stream_ptr
+        self._last, self._stream, self._shape = last, stream_ptr, last.shape
         self._counts = (sys.getrefcount(last), sys.getrefcount(data), sys.getrefcount(data.mem))
         return last
+
+    def release(self) -> None:
+        """Let the last output go (its plan is no longer the one replayed)."""
+        self._last = None
 
 
 def generated(name: str, source: str, names: dict[str, Any]) -> Any:

@@ -7,6 +7,7 @@ same events and reports, a miss where the key differs, the scalar fallback repor
 from __future__ import annotations
 
 import inspect
+import weakref
 from types import SimpleNamespace
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 from fake_cuda import CUDARuntimeError, FakeCudaBackend, FakeDevice, interpreted_device, on_device
 
 from fuser_core import DataType, FusionDefinition, FusionExecutorCache, use_options
-from fuser_core.runtime import executor_cache
+from fuser_core.runtime import executor_cache, fast_path
 from fuser_core.runtime.executor_cache import RunReport
 from fuser_core.runtime.fast_path import RecycledOutput, input_guard, input_key
 from fuser_core.runtime.launch_errors import CudaFaultError
@@ -208,15 +209,16 @@ def two_kernels() -> FusionDefinition:
 
 
 def test_a_fault_reported_by_an_allocation_names_the_kernels_launched_before_it(device, monkeypatch):
+    monkeypatch.setattr(fast_path, "RECYCLING", False)  # every replay allocates its outputs
     cache = FusionExecutorCache(two_kernels().fusion, backend=FakeCudaBackend())
     x = device_array(device)
     cache.run([x])
-    held = cache.run([x])  # the output is held, so the next run allocates one
+    cache.run([x])
     allocations = []
 
-    def allocate(call):  # its memory (the intermediate is recycled): CUDA reports a fault there
+    def allocate(call):  # the second output's memory: CUDA reports a fault there
         allocations.append(call)
-        if allocations.count("alloc") == 1:
+        if allocations.count("alloc") == 2:
             raise CUDARuntimeError(700, "cudaErrorIllegalAddress: an illegal memory access was encountered")
 
     monkeypatch.setattr(device, "allocate", allocate)
@@ -226,7 +228,6 @@ def test_a_fault_reported_by_an_allocation_names_the_kernels_launched_before_it(
     assert [k.name for k in fault.kernels] == [G0] and not fault.pinned
     assert fault.where == f"allocating outputs after launching g0 {G0}"
     assert caught.value.runtime is cache.last_runtime
-    assert held
 
 
 def test_execute_replays_the_last_plan_and_a_refused_launch_names_its_kernel(device, monkeypatch):
@@ -305,7 +306,7 @@ def test_an_output_is_given_again_on_its_own_stream_only():
     made = []
 
     def make():
-        made.append(SimpleNamespace(data=SimpleNamespace(mem=SimpleNamespace())))
+        made.append(SimpleNamespace(data=SimpleNamespace(mem=SimpleNamespace()), shape=(4,)))
         return made[-1]
 
     recycled = RecycledOutput(make)
@@ -324,3 +325,33 @@ def test_a_large_output_is_allocated_at_every_hit(dense, device):
     made = allocations(device)
     dense.run([x])
     assert allocations(device) == made + 1
+
+
+@pytest.mark.parametrize(
+    "touch",
+    [
+        lambda out: weakref.ref(out),  # a weak reference would see it again
+        lambda out: setattr(out, "shape", (out.size,)),  # reshaped in place: not the plan's layout
+    ],
+)
+def test_an_output_seen_again_otherwise_is_not_given_again(dense, device, touch):
+    x = device_array(device)
+    dense.run([x])
+    out = dense.run([x])[0]
+    kept = touch(out)
+    del out
+    made = allocations(device)
+    again = dense.run([x])[0]
+    assert allocations(device) == made + 1 and again.shape == x.shape
+    assert kept is None or kept() is not again
+
+
+def test_an_executor_keeps_the_outputs_of_its_last_plan_only(dense, device):
+    small, large = device_array(device), device_array(device, shape=(16, 64))
+    for x in (small, small, large, large):
+        dense.run([x])
+    made = allocations(device)
+    dense.run([small])  # its plan let its output go when the other plan was replayed
+    assert allocations(device) == made + 1
+    dense.run([small])
+    assert allocations(device) == made + 1  # and keeps the new one
