@@ -5,6 +5,7 @@ pad, iota, full, random draws), each named once per scope."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.buffers import Buffers
@@ -138,21 +139,24 @@ class Compute(Buffers):
             for dim in tv.loop[tv.compute_at_pos : -1]:
                 self._open(dim)
             lanes = {concrete(tv.loop[-1]).name: k.Const(INDEX, 0)}
-            first = self.producer_instance(tv.definition, tv, self.own_instance(tv, lanes), source)
-            copy = k.VectorCopy(
-                name,
-                self._slot(tv, lanes),
-                f"T{source.name}",
-                self.global_index(source, first.coords),
-                vector,
-                tv.dtype,
-            )
-            self._emit(copy if first.valid == TRUE else k.If(first.valid, [copy]))
+            self._emit_vector_load(tv, source, name, self.own_instance(tv, lanes), lanes, vector)
         finally:
             del self.stack[depth + 1 :]
             self.stack.extend(consumer_scopes)
         alloc = k.Alloc(name, tv.dtype, self._buffer_size(tv), k.Memory.local, zero=self._zero_filled(tv, True))
         outer.body[-1:-1] = [alloc, *staged]
+
+    def _emit_vector_load(
+        self, tv: TensorView, source: TensorView, name: str, first: Instance, lanes: Mapping[int, k.Node], vector: int
+    ) -> None:
+        """One vector load of the input `source` into the register copy `name` of `tv`, its
+        first lane at `first` (lanes at 0), checked once for all its lanes."""
+        read = self.producer_instance(tv.definition, tv, first, source)
+        copy = k.VectorCopy(
+            name, self._slot(tv, lanes), f"T{source.name}", self.global_index(source, read.coords), vector, tv.dtype
+        )
+        self._emit(copy if read.valid == TRUE else k.If(read.valid, [copy]))
+        self.vector_widths[f"T{source.name}"] = max(vector, self.vector_widths.get(f"T{source.name}", 1))
 
     def _open_depth(self, dims: list[IterDomain]) -> int | None:
         """The depth of the open loop over the last of `dims` where loops over all of them

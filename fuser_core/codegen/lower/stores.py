@@ -7,7 +7,6 @@ from __future__ import annotations
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.model import (
     INDEX,
-    TRUE,
     Instance,
     _Scope,
     concrete,
@@ -114,19 +113,8 @@ class Stores(Reductions):
         )
         if vector_load:
             assert isinstance(source, TensorView)
-            lane_dim = tv.loop[-1]
-            lanes = {concrete(lane_dim).name: k.Const(INDEX, 0)}
-            first = self.producer_instance(expr, tv, self._lane_instance(inst, lanes), source)
-            copy = k.VectorCopy(
-                name,
-                self._slot(tv, lanes),
-                f"T{source.name}",
-                self.global_index(source, first.coords),
-                vector,
-                tv.dtype,
-            )
-            self._emit(copy if first.valid == TRUE else k.If(first.valid, [copy]))
-            self.vector_widths[f"T{source.name}"] = max(vector, self.vector_widths.get(f"T{source.name}", 1))
+            lanes = {concrete(tv.loop[-1]).name: k.Const(INDEX, 0)}
+            self._emit_vector_load(tv, source, name, self._lane_instance(inst, lanes), lanes, vector)
             return
         if vector > 1:
             # The vector width divides the extent: lane 0's bounds are every lane's, so
