@@ -9,6 +9,7 @@ numbers, and the kernel; `cuda_full` prints all of it, `cuda_kernel` the kernel 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.runtime_header import RNG_HEADER, RUNTIME_HEADER
@@ -70,6 +71,8 @@ def expr(node: k.Node) -> str:
         args = [expr(a) if node.fn == "ceilDiv" else _typed_arg(a) for a in node.args]
         return f"{_call_name(node)}({', '.join(args)})"
     if isinstance(node, k.FastDiv):
+        if isinstance(node.divisor, int):
+            return f"((nvfuser_index_t)((unsigned)({expr(node.a)}) {node.op} {node.divisor}u))"
         return f"{k.FAST_DIVISION[node.op]}({expr(node.a)}, {node.divisor.name})"
     if isinstance(node, k.Cast):
         return _cast(node.a.dtype, node.dtype, expr(node.a))
@@ -154,8 +157,9 @@ def _cast(src: DataType, dst: DataType, text: str) -> str:
 
 
 class _Printer:
-    def __init__(self) -> None:
+    def __init__(self, body: list[k.Stmt] | None = None) -> None:
         self.lines: list[str] = []
+        self.registers = {s.buffer for s in k.walk(body or []) if isinstance(s, k.Alloc) and s.memory == k.Memory.local}
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
@@ -205,15 +209,36 @@ class _Printer:
             self.emit(depth, "}")
             return
         constant = isinstance(loop.extent, k.Const) and int(loop.extent.value) <= MAX_UNROLL
-        if loop.kind in (k.LoopKind.unroll, k.LoopKind.vectorize) or (loop.kind == k.LoopKind.serial and constant):
+        # A serial loop around the scheduler's unrolled axis (a reduction's steps over a
+        # static row) stays a loop: the unrolled axis is where the scheduler asked for loads
+        # in flight, and unrolling the steps too would hold every step's loads at once
+        # (cross-entropy's two steps: 40 -> 52 registers, two blocks an SM, not three).
+        stepping = loop.kind == k.LoopKind.serial and constant and _around_unrolled(loop)
+        if loop.kind in (k.LoopKind.unroll, k.LoopKind.vectorize) or (
+            loop.kind == k.LoopKind.serial and constant and (not stepping or self._indexes_registers(loop))
+        ):
             # Register arrays stay in registers only when every index is a constant.
             self.emit(depth, "#pragma unroll")
-        elif loop.kind == k.LoopKind.unswitch:
+        elif loop.kind == k.LoopKind.unswitch or stepping:
             self.emit(depth, "#pragma unroll 1")
         header = f"for (nvfuser_index_t {name} = 0; {name} < {expr(loop.extent)}; ++{name}) {{  // {loop.label}"
         self.emit(depth, header)
         self.stmts(loop.body, depth + 1)
         self.emit(depth, "}")
+
+    def _indexes_registers(self, loop: k.For) -> bool:
+        """Whether a register array is indexed by `loop`'s index inside it (then only
+        unrolling keeps the array in registers)."""
+        name = loop.index.name
+        for stmt in k.walk(loop.body):
+            if isinstance(stmt, k.ParallelReduce):
+                return True  # reads its buffers at `index`: keep the loop unrolled
+            for node, buffer in _accesses(stmt):
+                if buffer in self.registers and name in set(k.node_reads(node, with_vars=True)):
+                    return True
+                if any(b in self.registers for b in _indexed_reads(node, name)):
+                    return True
+        return False
 
     def _alloc(self, stmt: k.Alloc, depth: int) -> None:
         t = ctype(stmt.dtype)
@@ -357,9 +382,53 @@ def kernel_signature(kernel: k.Kernel) -> str:
     return f'extern "C" __global__ void {bounds}{kernel.name}({", ".join(params)})'
 
 
+def _around_unrolled(loop: k.For) -> bool:
+    return any(
+        isinstance(s, k.For) and s.kind == k.LoopKind.unroll and s.hardware is None and const_extent(s) > 1
+        for s in k.walk(loop.body)
+    )
+
+
+def const_extent(loop: k.For) -> int:
+    return int(loop.extent.value) if isinstance(loop.extent, k.Const) else 0
+
+
+def _accesses(stmt: k.Stmt) -> list[tuple[k.Node, str | None]]:
+    """The expressions of a statement, each with the buffer it indexes (None: a value)."""
+    if isinstance(stmt, k.Store):
+        return [(stmt.index, stmt.buffer), (stmt.value, None)]
+    if isinstance(stmt, k.VectorCopy):
+        return [(stmt.dst_index, stmt.dst), (stmt.src_index, stmt.src)]
+    if isinstance(stmt, k.Define):
+        return [(stmt.value, None)]
+    if isinstance(stmt, k.If):
+        return [(stmt.cond, None)]
+    if isinstance(stmt, k.For):
+        return [(stmt.extent, None)]
+    if isinstance(stmt, k.Alloc) and stmt.init is not None:
+        return [(stmt.init, None)]
+    return []
+
+
+def _indexed_reads(node: k.Node, var: str) -> Iterator[str]:
+    """Buffers `node` reads at an index that uses `var`."""
+    if isinstance(node, k.Read):
+        if var in set(k.node_reads(node.index, with_vars=True)):
+            yield node.buffer
+        yield from _indexed_reads(node.index, var)
+    elif isinstance(node, k.Bin):
+        yield from _indexed_reads(node.a, var)
+        yield from _indexed_reads(node.b, var)
+    elif isinstance(node, k.Un | k.Cast | k.FastDiv):
+        yield from _indexed_reads(node.a, var)
+    elif isinstance(node, k.Call):
+        for arg in node.args:
+            yield from _indexed_reads(arg, var)
+
+
 def print_kernel(kernel: k.Kernel) -> str:
     """The kernel function alone (the `cuda_kernel` dump)."""
-    printer = _Printer()
+    printer = _Printer(kernel.body)
     printer.emit(0, kernel_signature(kernel) + " {")
     printer.stmts(kernel.body, 1)
     printer.emit(0, "}")

@@ -84,11 +84,13 @@ class Cast(Node):
 class FastDiv(Node):
     """`a / divisor.extent` (op "/") or `a % divisor.extent` (op "%") of a non-negative
     32-bit index, as a multiply-high and a shift by the divisor parameter's magic numbers
-    (`codegen.magic_division`): a GPU has no integer divider."""
+    (`codegen.magic_division`): a GPU has no integer divider. A constant divisor is
+    divided unsigned: NVRTC's own magic numbers, without a signed division's corrections
+    for a negative dividend."""
 
     op: str
     a: Node
-    divisor: DivisorArg
+    divisor: DivisorArg | int
 
 
 @dataclass(frozen=True)
@@ -377,6 +379,8 @@ def expr_text(node: Node) -> str:
     if isinstance(node, Call):
         return f"{node.fn}({', '.join(expr_text(a) for a in node.args)})"
     if isinstance(node, FastDiv):
+        if isinstance(node.divisor, int):
+            return f"(unsigned){expr_text(node.a)} {node.op} {node.divisor}u"
         return f"{FAST_DIVISION[node.op]}({expr_text(node.a)}, {node.divisor.name})"
     if isinstance(node, Cast):
         return f"({node.dtype.cuda}) {expr_text(node.a)}"

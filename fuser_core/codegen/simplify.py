@@ -198,8 +198,8 @@ def lt(a: k.Node, b: k.Node) -> k.Node:
     a_bound = bound(a)
     if a_bound is not None and isinstance(vb, int) and not isinstance(vb, bool) and a_bound <= vb:
         return k.Const(BOOL, True)
-    if isinstance(a, k.Bin) and a.op == "/" and a.dtype.is_integral and const_value(a.b) is None:
-        # Index math is never negative: x / n < e exactly when x < e * n (no run-time division).
+    if isinstance(a, k.Bin) and a.op == "/" and a.dtype.is_integral and (const_value(a.b) or 1) > 0:
+        # Index math is never negative: x / n < e exactly when x < e * n (no division).
         return lt(a.a, mul(b, a.b))
     return k.Bin(BOOL, "<", a, b)
 

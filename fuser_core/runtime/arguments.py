@@ -14,20 +14,21 @@ from __future__ import annotations
 
 import sys
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from fuser_core.errors import FuserError
-from fuser_core.ir.base import Val
+from fuser_core.ir.base import Expr, Val
 from fuser_core.ir.dtype import DataType, dtype_from_framework
 from fuser_core.ir.evaluator import ExpressionEvaluator
 from fuser_core.ir.fusion import Fusion
+from fuser_core.ir.iter_domain import IterDomain
 from fuser_core.ir.scalar import Scalar, normalize_value
 from fuser_core.ir.tensor_view import TensorView
-from fuser_core.scheduler.id_map import IdMap, symbolic_axes
+from fuser_core.scheduler.id_map import IdMap, constant_extents, symbolic_axes
 
 
 @dataclass(frozen=True)
@@ -121,38 +122,73 @@ def convert_inputs(fusion: Fusion, inputs: Sequence[Any]) -> list[Any]:
             args.append(arg)
         else:
             args.append(_check_scalar(index, val, value))  # type: ignore[arg-type]
-    _check_mapped_sizes(fusion, args)
+    check_mapped_sizes(fusion, args)
     return args
 
 
 # Per fusion: groups of (input position, axis) whose axes the ops map exactly, with
-# extents of their own (kernels index them all by one of those extents).
-_MAPPED_AXES: weakref.WeakKeyDictionary[Fusion, list[list[tuple[int, int]]]] = weakref.WeakKeyDictionary()
+# extents of their own (kernels index them all by one of those extents), and the
+# constant size an axis of their set has, if one has (kernels index them by it).
+_MAPPED_AXES: weakref.WeakKeyDictionary[Fusion, list[tuple[list[tuple[int, int]], int | None]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def _check_mapped_sizes(fusion: Fusion, args: Sequence[Any]) -> None:
+def check_mapped_sizes(fusion: Fusion, args: Sequence[Any]) -> None:
+    """Inputs whose axes the ops tie have equal sizes there, and the size a static axis
+    of the same set has: an error naming the op, not a kernel reading out of bounds. A
+    concretized fusion is checked too: its static resized axes (a pad's widths made
+    static) tie input axes to constants the original has not."""
     groups = _MAPPED_AXES.get(fusion)
     if groups is None:
         groups = _MAPPED_AXES[fusion] = _mapped_axes(fusion)
-    for group in groups:
+    for group, constant in groups:
         (p0, a0), *rest = group
         size = args[p0].shape[a0]
+        if constant is not None and size != constant:
+            _raise_not_constant(fusion, (p0, a0, size), constant)
         for p, a in rest:
             if args[p].shape[a] != size:
                 _raise_mismatch(fusion, (p0, a0, size), (p, a, args[p].shape[a]))
 
 
-def _raise_mismatch(fusion: Fusion, first: tuple[int, int, int], other: tuple[int, int, int]) -> None:
-    """The error for two mapped input axes of different sizes, naming the op that maps
-    them (the first whose expressions, from the start, tie them)."""
+def _tying_op(fusion: Fusion, dims: list[IterDomain], tied: Callable[[IdMap], bool]) -> Expr | None:
+    """The first op (from the start) by which `tied` holds of the map: the op that ties them."""
     exprs = [e for e in fusion.exprs() if e.is_tensor_op()]
-    dims = [fusion.inputs[p].logical_no_reductions()[a] for p, a, _ in (first, other)]  # type: ignore[attr-defined]
-    op = exprs[-1] if exprs else None
     for end in range(1, len(exprs) + 1):
         id_map = IdMap(exprs[:end])
-        if all(id_map.knows(d) for d in dims) and id_map.exact(dims[0]) == id_map.exact(dims[1]):
-            op = exprs[end - 1]
-            break
+        if all(id_map.knows(d) for d in dims) and tied(id_map):
+            return exprs[end - 1]
+    return exprs[-1] if exprs else None
+
+
+def _raise_not_constant(fusion: Fusion, axis: tuple[int, int, int], constant: int) -> None:
+    p, a, size = axis
+    dim = fusion.inputs[p].logical_no_reductions()[a]  # type: ignore[attr-defined]
+
+    def tied(id_map: IdMap) -> bool:
+        return constant_extents(id_map, _tensors_of(fusion)).get(id_map.exact(dim)) == constant
+
+    op = _tying_op(fusion, [dim], tied)
+    raise FuserError(
+        f"{_input_label(p, fusion.inputs[p])} axis {a} has size {size}, but the axis it is combined with "
+        f"has size {constant}",
+        op=op.op_name if op is not None else None,
+        tensor=str(op.outputs[0]) if op is not None else None,
+        location=op.location if op is not None else None,
+    )
+
+
+def _tensors_of(fusion: Fusion) -> list[TensorView]:
+    exprs = [e for e in fusion.exprs() if e.is_tensor_op()]
+    found = {id(v): v for e in exprs for v in (*e.inputs, *e.outputs) if isinstance(v, TensorView)}
+    return list(found.values())
+
+
+def _raise_mismatch(fusion: Fusion, first: tuple[int, int, int], other: tuple[int, int, int]) -> None:
+    """The error for two mapped input axes of different sizes, naming the op that maps them."""
+    dims = [fusion.inputs[p].logical_no_reductions()[a] for p, a, _ in (first, other)]  # type: ignore[attr-defined]
+    op = _tying_op(fusion, dims, lambda id_map: id_map.exact(dims[0]) == id_map.exact(dims[1]))
     (p0, a0, s0), (p1, a1, s1) = first, other
     raise FuserError(
         f"{_input_label(p1, fusion.inputs[p1])} axis {a1} has size {s1}, but "
@@ -164,16 +200,18 @@ def _raise_mismatch(fusion: Fusion, first: tuple[int, int, int], other: tuple[in
     )
 
 
-def _mapped_axes(fusion: Fusion) -> list[list[tuple[int, int]]]:
-    id_map = IdMap([e for e in fusion.exprs() if e.is_tensor_op()])
+def _mapped_axes(fusion: Fusion) -> list[tuple[list[tuple[int, int]], int | None]]:
+    exprs = [e for e in fusion.exprs() if e.is_tensor_op()]
+    id_map = IdMap(exprs)
     position = {id(v): p for p, v in enumerate(fusion.inputs)}
     inputs = [v for v in fusion.inputs if isinstance(v, TensorView)]
+    constants = constant_extents(id_map, _tensors_of(fusion))
     by_set: dict[int, list[tuple[int, int]]] = {}
     extents: dict[int, set[int]] = {}
     for tv, axis, dim, key in symbolic_axes(id_map, inputs):
         by_set.setdefault(key, []).append((position[id(tv)], axis))
         extents.setdefault(key, set()).add(id(dim.maybe_expanded_extent))
-    return [group for key, group in by_set.items() if len(extents[key]) > 1]
+    return [(group, constants.get(key)) for key, group in by_set.items() if len(extents[key]) > 1 or key in constants]
 
 
 def bind_args(fusion: Fusion, args: Sequence[Any], values: bool = True) -> ExpressionEvaluator:

@@ -45,7 +45,7 @@ from fuser_core.options import (
     emit_dump,
     use_options,
 )
-from fuser_core.runtime.arguments import TensorArg, bind_args, convert_inputs
+from fuser_core.runtime.arguments import TensorArg, bind_args, check_mapped_sizes, convert_inputs
 from fuser_core.runtime.artifacts import LaunchRecord
 from fuser_core.runtime.dumps import emit_runtime_dumps, print_launches
 from fuser_core.runtime.fast_path import generated, guard_lines, input_key
@@ -492,9 +492,13 @@ class FusionExecutorCache:
         args: list[Any],
     ) -> tuple[FusionKernelRuntime, CacheEvent]:
         entry = self._by_info.get(info)
+        if entry is not None and entry.fusion is not self.fusion:
+            check_mapped_sizes(entry.fusion, args)
         if entry is None:
             reasons = self._concretization_reasons(info)
             entry = self._new_entry(info, opts)
+            if entry.fusion is not self.fusion:
+                check_mapped_sizes(entry.fusion, args)
             runtime = self._new_runtime(entry, signature, args, opts)
             return runtime, CacheEvent(False, LEVELS[1], runtime.name, tuple(reasons))
         self._recent_infos.append(info)

@@ -242,6 +242,21 @@ def symbolic_axes(id_map: IdMap, tensors: Iterable[TensorView]) -> Iterator[tupl
             yield tv, axis, dim, id_map.exact(dim)
 
 
+def constant_extents(id_map: IdMap, tensors: Iterable[TensorView]) -> dict[int, int]:
+    """Exact set -> the constant extent one of its axes has (a static define_tensor axis,
+    a pad or slice whose widths concretization made static, a reshape to a literal size):
+    every axis of that set has that size, so a symbolic one in the set is that constant
+    (the runtime refuses inputs where it is not: arguments.check_mapped_sizes)."""
+    found: dict[int, int] = {}
+    for tv in tensors:
+        for dim in (*tv.root, *tv.logical):
+            extent = dim.maybe_expanded_extent
+            if dim.is_broadcast or dim.is_symbolic or not extent.is_const or not id_map.knows(dim):
+                continue
+            found.setdefault(id_map.exact(dim), int(extent.value))  # type: ignore[arg-type]
+    return found
+
+
 def concrete_sets(id_map: IdMap, tv: TensorView) -> set[int]:
     """Exact sets of the axes of `tv` that iterate (no broadcasts, no reductions, none
     that a squeeze removes)."""

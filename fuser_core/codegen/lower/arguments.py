@@ -22,7 +22,7 @@ from fuser_core.ir.rng import unbound_rng_states
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp, WelfordOp
 from fuser_core.ir.tensor_view import MemoryType, TensorView
-from fuser_core.scheduler.id_map import IdMap, symbolic_axes
+from fuser_core.scheduler.id_map import IdMap, constant_extents, symbolic_axes
 
 
 class Arguments:
@@ -84,23 +84,25 @@ class Arguments:
                     name = f"s{leaf.name}"
                     self.scalar_args.append(k.ScalarArg(name, leaf.dtype, -1, leaf=leaf.name))
                     self.scalars[id(leaf)] = k.ScalarParam(leaf.dtype, name)
+        id_map = IdMap(self.exprs)
+        tensors = {id(v): v for e in self.exprs for v in (*e.inputs, *e.outputs) if isinstance(v, TensorView)}
+        constants = constant_extents(id_map, tensors.values())
         for pos, tv in enumerate(self.inputs):
-            self._bind_tensor(tv, pos, is_output=False)
-        self._one_extent_per_mapped_axis()
+            self._bind_tensor(tv, pos, is_output=False, id_map=id_map, constants=constants)
+        self._one_extent_per_mapped_axis(id_map)
         for pos, tv in enumerate(self.outputs):
             if tv not in self.inputs:
                 self._bind_tensor(tv, pos, is_output=True)
 
-    def _one_extent_per_mapped_axis(self) -> None:
+    def _one_extent_per_mapped_axis(self, id_map: IdMap) -> None:
         """Axes the ops map exactly have equal extents (the runtime refuses inputs where
-        they differ: arguments._check_mapped_sizes), however each consumer spells them:
+        they differ: arguments.check_mapped_sizes), however each consumer spells them:
         `same_extent` renders an expression with each read of such an extent as that of
         the first tensor holding its set, so that one value checked and indexed through
         different tensors' sizes is one buffer instance (a row's [N, 1] mean beside x
         [N, H]: its consumers checked `T3.logical_size[0]` and `T0.logical_size[0]`, and
         each load was made twice). The kernel keeps each tensor's own spelling: forcing
         the reference's onto a transpose's other input measured 5% slower on the H100."""
-        id_map = IdMap(self.exprs)
         first: dict[int, str] = {}
         renamed: dict[str, str] = {}
         for _, _, dim, key in symbolic_axes(id_map, [*self._references(), *self.outputs, *self.inputs]):
@@ -134,14 +136,30 @@ class Arguments:
         best = max(owners, key=lambda pair: pair[0], default=(0, None))
         return [best[1]] if best[1] is not None and best[0] > 0 else []
 
-    def _bind_tensor(self, tv: TensorView, pos: int, is_output: bool) -> None:
+    def _bind_tensor(
+        self,
+        tv: TensorView,
+        pos: int,
+        is_output: bool,
+        id_map: IdMap | None = None,
+        constants: dict[int, int] | None = None,
+    ) -> None:
         logical = tv.logical_no_reductions()
         alloc = [d for d in tv.domain.maybe_allocation if not d.is_reduction]
         if not is_output:
             for axis, dim in enumerate(logical):
                 extent = dim.maybe_expanded_extent
-                if not extent.is_const:
-                    self.scalars.setdefault(id(extent), k.TensorField(INDEX, f"T{tv.name}", "logical_size", axis))
+                if extent.is_const:
+                    continue
+                # An axis tied to a static one (a pad to a static width) is that constant,
+                # which the runtime checks: index math divides by a literal, not a size.
+                constant = (
+                    constants.get(id_map.exact(dim))
+                    if constants and id_map is not None and not dim.is_broadcast and id_map.knows(dim)
+                    else None
+                )
+                field = k.TensorField(INDEX, f"T{tv.name}", "logical_size", axis)
+                self.scalars.setdefault(id(extent), field if constant is None else k.Const(INDEX, constant))
         shape = tuple(self.scalar(d.maybe_expanded_extent, INDEX) for d in logical) if is_output else ()
         self.tensor_args.append(
             k.TensorArg(f"T{tv.name}", tv.dtype, len(logical), len(alloc), is_output, pos, 1, shape)
@@ -165,7 +183,7 @@ class Arguments:
             return found
         expr = val.definition
         if isinstance(expr, BinaryOp | UnaryOp | TernaryOp):
-            node = _elementwise(expr, [self._scalar(v) for v in expr.inputs])  # type: ignore[arg-type]
+            node = _folded(_elementwise(expr, [self._scalar(v) for v in expr.inputs]))  # type: ignore[arg-type]
             self.scalars[id(val)] = node
             return node
         raise InternalError(f"kernel {self.name}: no kernel argument gives the value of {val}")
@@ -210,3 +228,20 @@ class Arguments:
         return any(
             not d.is_broadcast and concrete(d) is not d and self.extent(d) != self.extent(concrete(d)) for d in tv.loop
         )
+
+
+def _folded(node: k.Node) -> k.Node:
+    """Extent math on literals as its value: an axis made static (`ceilDiv(32064, 8)`)."""
+    if isinstance(node, k.Call) and node.fn == "ceilDiv" and len(node.args) == 2:
+        a, b = (const_value(arg) for arg in node.args)
+        if _is_int(a) and _is_int(b) and a >= 0 and b > 0:  # type: ignore[operator]
+            return k.Const(node.dtype, -(-a // b))  # type: ignore[operator]
+    if isinstance(node, k.Bin) and node.op in ("*", "+") and node.dtype.is_integral:
+        a, b = const_value(node.a), const_value(node.b)
+        if _is_int(a) and _is_int(b):
+            return k.Const(node.dtype, a * b if node.op == "*" else a + b)  # type: ignore[operator]
+    return node
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -7,8 +7,9 @@ one; by a run-time extent each `/` or `%` is a ~20-instruction subroutine on a G
 an element-wise kernel over such inputs is bound by them. Only index math qualifies: an
 `Index`-typed division (user-level integer ops keep C's semantics on negative values)
 whose dividend is provably non-negative (the magic numbers are exact on [0, 2^31)) and
-whose divisor is a product of `logical_size`s (a constant divisor NVRTC handles itself).
-Int64 kernels keep plain `/` and `%`.
+whose divisor is a product of `logical_size`s. A constant divisor NVRTC divides by its own
+magic numbers; such a division is made unsigned (fewer instructions than a signed one,
+which corrects for a negative dividend). Int64 kernels keep plain `/` and `%`.
 """
 
 from __future__ import annotations
@@ -62,8 +63,12 @@ class _Rewriter:
     def _node(self, node: k.Node) -> k.Node:
         if isinstance(node, k.Bin):
             a, b = self.node(node.a), self.node(node.b)
-            if node.op in k.FAST_DIVISION and node.dtype == INDEX and _is_extent_product(b) and self.non_negative(a):
-                return k.FastDiv(INDEX, node.op, a, self.divisor(b))
+            if node.op in k.FAST_DIVISION and node.dtype == INDEX and self.non_negative(a):
+                if _is_extent_product(b):
+                    return k.FastDiv(INDEX, node.op, a, self.divisor(b))
+                constant = b.value if isinstance(b, k.Const) else None
+                if isinstance(constant, int) and not isinstance(constant, bool) and constant > 1:
+                    return k.FastDiv(INDEX, node.op, a, constant)
             return node if a is node.a and b is node.b else k.Bin(node.dtype, node.op, a, b)
         if isinstance(node, k.Un | k.Cast | k.Read):
             inner = node.index if isinstance(node, k.Read) else node.a

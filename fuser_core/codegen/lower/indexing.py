@@ -307,16 +307,28 @@ def _merge_contiguous(terms: list[tuple[k.Node, k.Node, k.Node]]) -> list[tuple[
         changed = False
         for i in range(len(terms) - 1):
             (inner, inner_stride, inner_extent), (outer, outer_stride, outer_extent) = terms[i], terms[i + 1]
+            x, small = _remainder_parts(inner)
             if (
-                isinstance(inner, k.Bin)
+                x is not None
                 and isinstance(outer, k.Bin)
-                and inner.op == "%"
                 and outer.op == "/"
-                and inner.a == outer.a
-                and inner.b == outer.b == inner_extent
+                and x.a == outer.a
+                and x.b == outer.b == inner_extent
                 and outer_stride == mul(inner_stride, inner_extent)
             ):
-                terms[i : i + 2] = [(inner.a, inner_stride, mul(inner_extent, outer_extent))]
+                merged = x.a if small is None else add(x.a, small)
+                terms[i : i + 2] = [(merged, inner_stride, mul(inner_extent, outer_extent))]
                 changed = True
                 break
     return terms
+
+
+def _remainder_parts(coord: k.Node) -> tuple[k.Bin | None, k.Node | None]:
+    """`x % n` as (it, None); `x % n + q` as (x % n, q): the simplifier's form of
+    `(x + q) % n` for a q it proved stays under what x's multiple leaves (a vector lane
+    beside a constant extent), whose quotient it wrote as `x / n`."""
+    if isinstance(coord, k.Bin) and coord.op == "%":
+        return coord, None
+    if isinstance(coord, k.Bin) and coord.op == "+" and isinstance(coord.a, k.Bin) and coord.a.op == "%":
+        return coord.a, coord.b
+    return None, None

@@ -102,9 +102,17 @@ def test_resize_pad_divides_by_magic_numbers_in_int32_and_plainly_in_int64():
     cuda = print_kernel(fast)
     assert not RUNTIME_DIVISION.search(cuda)
     assert "fastDiv(" in cuda and "fastMod(" in cuda
-    assert [d.name for d in fast.divisors] == ["T1_div4", "T1_div3", "T1_div2", "T1_div1"]
-    assert "FastDivisor T1_div4, FastDivisor T1_div3, FastDivisor T1_div2, FastDivisor T1_div1)" in cuda
-    assert "  divisor T1_div4 = T1.logical_size[4]\n" in print_kernel_ir(fast)
+    # Axes 4 and 2 meet the pad's static widths (5 and 4): divided by literals, unsigned;
+    # axes 3 and 1 meet only broadcasts, so their run-time extents get magic numbers.
+    assert [d.name for d in fast.divisors] == ["T1_div3", "T1_div1"]
+    assert "FastDivisor T1_div3, FastDivisor T1_div1)" in cuda
+    assert "  divisor T1_div3 = T1.logical_size[3]\n" in print_kernel_ir(fast)
+    assert "% 5u))" in cuda and "/ 5u))" in cuda and "% 4u))" in cuda and "/ 4u))" in cuda
+    assert "T1.logical_size[4]" not in cuda and "T1.logical_size[2]" not in cuda
+    # The contiguous output is indexed by the flat index, its axes merged back although the
+    # simplifier wrote the inner one's coordinate as `x % 5 + lane`.
+    (store,) = [line.strip() for line in cuda.splitlines() if line.strip().startswith("T3[")]
+    assert "%" not in store and "/" not in store, store
     wide = lower_group(group.fusion, "k", DataType.Int)
     cuda = print_kernel(wide)
     assert RUNTIME_DIVISION.search(cuda) and "fastDiv" not in cuda and "FastDivisor" not in cuda
@@ -149,7 +157,7 @@ def test_integer_division_of_values_and_divisions_by_constants_stay_plain():
     cuda = print_kernel(lower_group(runtime.segmented.groups[0].fusion, "k", DataType.Int32))
     assert "fastDiv(" in cuda  # the index of axis 1, by its run-time extent
     assert "(T0_in[0] / T1_in[0])" in cuda  # C's division of the values, negative ones too
-    assert re.search(r"[/%] 3\)", cuda)  # by a constant: NVRTC's own
+    assert re.search(r"\(unsigned\)\(.*\) [/%] 3u\)", cuda)  # by a constant: NVRTC's own, unsigned
     assert check_generated_kernels(runtime, inputs, exact=True) == ["kernel_g0"]
 
 
@@ -184,12 +192,17 @@ def test_the_rewrite_needs_a_non_negative_index_and_a_product_of_extents():
         k.Bin(IDX, "/", k.Bin(IDX, "-", i, k.Const(IDX, 1)), n4),  # may be negative
         k.Bin(IDX, "/", k.ScalarParam(IDX, "s0"), n4),  # a user's scalar
         k.Bin(IDX, "/", k.Var(IDX, "T3"), n4),  # a local value, not an index
-        k.Bin(IDX, "/", i, k.Const(IDX, 7)),  # a constant divisor
         k.Bin(IDX, "/", i, k.TensorField(IDX, "T0", "alloc_stride", 1)),  # not an extent
         k.Bin(DataType.Int, "/", k.Cast(DataType.Int, i), k.Cast(DataType.Int, n4)),  # not index math
     ]
     for node in unchanged:
         assert _rewritten(node) == (node, []), k.expr_text(node)
+    # By a constant: NVRTC's own magic numbers, unsigned where the index is non-negative.
+    index, divisors = _rewritten(k.Bin(IDX, "/", i, k.Const(IDX, 7)))
+    assert index == k.FastDiv(IDX, "/", i, 7) and divisors == []
+    assert k.expr_text(index) == "(unsigned)i0 / 7u"
+    negative = k.Bin(IDX, "%", k.Bin(IDX, "-", i, k.Const(IDX, 1)), k.Const(IDX, 7))
+    assert _rewritten(negative) == (negative, [])
 
 
 # -- the interpreter -----------------------------------------------------------------------------

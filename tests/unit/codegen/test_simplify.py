@@ -41,3 +41,11 @@ def test_multiples_fold_away():
     assert mod(mul(i, c(256)), c(128)) == c(0)
     assert div(mul(i, c(256)), c(128)) == mul(i, c(2))
     assert mod(add(mul(i, c(256)), j), c(128)) == mod(j, c(128))
+
+
+def test_a_quotient_compared_is_its_dividend_compared_with_the_product():
+    i, e = v("i"), k.TensorField(INDEX, "T0", "logical_size", 0)
+    assert lt(div(i, e), c(3)) == k.Bin(DataType.Bool, "<", i, mul(c(3), e))
+    # by a constant too (an axis made static): no division left in a predicate
+    assert lt(div(i, c(4)), e) == k.Bin(DataType.Bool, "<", i, mul(e, c(4)))
+    assert lt(div(div(i, c(5)), e), e) == k.Bin(DataType.Bool, "<", i, mul(mul(e, e), c(5)))

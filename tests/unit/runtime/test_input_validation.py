@@ -123,6 +123,39 @@ def test_a_size_that_contradicts_a_static_axis() -> None:
     assert "size 5" in err.message and "4" in err.message
 
 
+def test_a_symbolic_axis_tied_to_a_static_one_must_have_its_size() -> None:
+    """Kernels index an axis by the constant of a static axis the ops tie it to, so the
+    runtime refuses an input whose size there differs, naming the op."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        t1 = fd.define_tensor(shape=[-1, 6], contiguity=[True, True], dtype=DataType.Float)
+        fd.add_output(fd.ops.add(t0, t1))
+    a, b = rand((3, 6)), rand((3, 6), seed=1)
+    (out,) = fd.execute([a, b])
+    np.testing.assert_allclose(out, a + b)
+    err = run_error(fd, [rand((3, 5)), rand((3, 6))])
+    assert err.op == "add"
+    assert "input 0 (T0) axis 1 has size 5" in err.message and "has size 6" in err.message
+
+
+def test_a_pad_made_static_by_concretization_ties_the_other_operand() -> None:
+    """With concretize_resize_extents (the default) a pad by scalar widths has a static
+    extent once the widths are known: the tensor it is multiplied with must have it."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        t1 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        left, right = fd.define_scalar(None, dtype=DataType.Int), fd.define_scalar(None, dtype=DataType.Int)
+        fd.add_output(fd.ops.mul(t1, fd.ops.pad(t0, [left, right])))
+    x, y = rand((3, 4)), rand((3, 7), seed=1)
+    (out,) = fd.execute([x, y, 1, 2])
+    np.testing.assert_allclose(out, y * np.pad(x, [(0, 0), (1, 2)]))
+    err = run_error(fd, [x, rand((3, 8)), 1, 2])
+    assert err.op == "mul"
+    assert "input 1 (T1) axis 1 has size 8" in err.message and "has size 7" in err.message
+    (out,) = fd.execute([x, rand((3, 8), seed=2), 2, 2])  # other widths: another concretization
+    assert out.shape == (3, 8)
+
+
 def test_a_size_that_contradicts_a_broadcast_axis() -> None:
     fd = make_fusion([1, -1], [None, True])
     (out,) = fd.execute([rand((1, 4)), 2])
