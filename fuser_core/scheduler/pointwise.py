@@ -141,12 +141,16 @@ class PointwiseScheduler:
         # Cached loads and stores are computed at the unswitch loop, so a thread issues all
         # its loads before the first use; the position is the tensor's own, which is fewer
         # loops than the reference's when it lacks a broadcast axis (a bias).
-        # A cache read or written element by element gains nothing from its own loop nest
-        # (and would repeat the index math there): it is inlined like the math.
+        # A cache written element by element gains nothing from its own loop nest (and
+        # would repeat the index math there): it is inlined like the math. Loads read
+        # element by element get their own nest where the loop is unrolled: each is a
+        # separate load in flight before the first use (resize_pad's non-contiguous input,
+        # on the H100: 58.4 -> 50.4 us against a load, a multiply and a store per step).
         limits = {
             tv.name: _through(tv, reference.loop[unswitch]) if unswitch is not None else len(tv.loop)
             for tv in (*caches.inputs, *caches.outputs)
-            if params.vectorize > 1 and _vector_access(tv, vectorized, fusion)
+            if (params.vectorize > 1 and _vector_access(tv, vectorized, fusion))
+            or (params.unroll > 1 and tv in caches.inputs)
         }
         common.inline(fusion, limits)
         return ScheduleRecord(reference=f"T{reference.name}")

@@ -44,8 +44,11 @@ class Loops(Arguments):
         wanted = [concrete(d).name for d in tv.loop]
         matched, keep = 0, 0
         depth_of: dict[int, int] = {}
+        owner = id(tv.definition)
         for depth in range(1, len(self.stack)):
             cid = self.stack[depth].concrete_id
+            if self.stack[depth].owner not in (None, owner):
+                break  # a producer's own loop: its loads all issue before the first use
             if matched < cap and cid == wanted[matched]:
                 depth_of[matched] = depth
                 matched += 1
@@ -73,6 +76,8 @@ class Loops(Arguments):
             single = pos >= cap and dim.is_broadcast and dim.parallel_type in SERIAL_TYPES and not self._resized()
             self._open(dim, single=single)
             depth_of[pos] = len(self.stack) - 1
+            if pos >= tv.compute_at_pos and tv in self.materialized and tv not in self.outputs:
+                self.stack[-1].owner = owner
         ca = tv.compute_at_pos
         if isinstance(tv.definition, ReductionOp | WelfordOp):
             # A partial result lives inside the iteration loops before the reduction's, and

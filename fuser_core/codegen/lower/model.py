@@ -80,6 +80,9 @@ class _Scope:
     body: list[k.Stmt]
     concrete_id: int | None  # name of the concrete loop ID; None for the kernel body
     memo: dict[tuple[int, Instance], k.Node] = field(default_factory=dict)
+    # A loop a materialized tensor opened past its compute-at position: its own (its
+    # buffer holds every iteration), shared with no other tensor's statements.
+    owner: int | None = None
 
 
 def _loop_vars(node: k.Node) -> set[str]:

@@ -1,0 +1,64 @@
+"""Where loops go: an element-by-element input load in its own unrolled nest before the
+first use (no consumer shares a producer's own loops), and which constant serial loops
+NVRTC is told to unroll."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from fuser_core.codegen import lower_group, print_kernel
+from fuser_core.runtime.group_lowering import generates_kernel, index_dtype
+
+sys.path.insert(0, str(Path(__file__).parent))
+from kernels_check import SAMPLES_DIR, check_generated_kernels, runtime_and_inputs
+
+
+def _kernel_text(script: str) -> tuple[str, object, list]:
+    runtime, inputs = runtime_and_inputs(script)
+    (group,) = [g for g in runtime.segmented.groups if generates_kernel(g)]
+    kernel = lower_group(group.fusion, "k", index_dtype(runtime.signature.index_type))
+    return print_kernel(kernel), runtime, inputs
+
+
+def test_an_unrolled_pointwise_kernel_issues_every_load_before_its_first_store():
+    """resize_pad reads its non-contiguous inputs element by element: each input's loads get
+    a nest of their own, and the output's stores come after all of them (they could not
+    pass a store: nothing tells NVRTC the tensors do not alias)."""
+    script = (SAMPLES_DIR / "resize_pad_to_broadcast_dynamic.py").read_text().replace("65536", "2000")
+    cuda, runtime, inputs = _kernel_text(script)  # 480,000 elements: unrolled 4 times
+    loads = [m.start() for m in re.finditer(r"= T[01]\[", cuda)]
+    stores = [m.start() for m in re.finditer(r"\bT3\[", cuda)]
+    assert len(loads) == 2 and stores
+    assert max(loads) < min(stores)
+    unrolled = re.findall(r"for \(nvfuser_index_t (i\d+) = 0; \1 < 4; \+\+\1\) \{  // iUR", cuda)
+    assert len(unrolled) == 3  # two load nests, one compute
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+def _pragmas_before(cuda: str, loop_header: str) -> set[str]:
+    lines = cuda.splitlines()
+    return {lines[at - 1].strip() for at, line in enumerate(lines) if loop_header in line}
+
+
+def test_a_static_rows_steps_around_the_unrolled_axis_stay_a_loop():
+    """cross_entropy_bwd's vocabulary is static (the iota meets the logits): its row's two
+    steps have a constant count. Around the scheduler's unrolled axis they stay a loop
+    (unrolled, every step's loads would be held at once)."""
+    cuda, _, _ = _kernel_text((SAMPLES_DIR / "cross_entropy_bwd.py").read_text())
+    steps = re.findall(r"for \(nvfuser_index_t (i\d+) = 0; \1 < 2; \+\+\1\) \{  // rS", cuda)
+    assert steps
+    for index in set(steps):
+        assert _pragmas_before(cuda, f"for (nvfuser_index_t {index} = 0; {index} < 2;") == {"#pragma unroll 1"}
+    assert "T0.logical_size[1]" not in cuda and "32064" in cuda
+
+
+def test_a_constant_loop_indexing_registers_is_unrolled():
+    """bias_residual_layer_norm's persistent batch (2 steps) indexes its register buffers:
+    unrolled, so that they stay registers."""
+    cuda, _, _ = _kernel_text((SAMPLES_DIR / "bias_residual_layer_norm.py").read_text())
+    headers = re.findall(r"for \(nvfuser_index_t (i\d+) = 0; \1 < 2; \+\+\1\)", cuda)
+    assert headers
+    for index in set(headers):
+        assert _pragmas_before(cuda, f"for (nvfuser_index_t {index} = 0; {index} < 2;") == {"#pragma unroll"}
