@@ -93,7 +93,9 @@ class TransposeScheduler:
             cache.domain.loop = list(cache.logical)
             _tile(cache, id_map, inner_sets, params, fast_second=False)
             cache.loop[0].replayed_from = reference.loop[0]  # the same block: tiles meet in shared memory
-        common.inline(fusion, {})
+        # The other inputs' loads get their own nest in the tile's second pass: all of a
+        # thread's loads in flight before its first store (a store may alias a later load).
+        common.inline(fusion, {c.name: 1 for c in caches.inputs if c not in staged})
         names = ", ".join(f"T{c.name}" for c in staged)
         return ScheduleRecord(reference=f"T{reference.name}", notes=[f"staged through shared memory: {names}"])
 

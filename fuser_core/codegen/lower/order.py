@@ -7,7 +7,7 @@ from __future__ import annotations
 from fuser_core.codegen.lower.model import HARDWARE, concrete
 from fuser_core.ir.iter_domain import ParallelType
 from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp, WelfordOp, feeds_reduction
-from fuser_core.ir.tensor_view import TensorView
+from fuser_core.ir.tensor_view import MemoryType, TensorView
 
 _BLOCK_TYPES = (ParallelType.BIDx, ParallelType.BIDy, ParallelType.BIDz)
 
@@ -40,6 +40,15 @@ def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
         if tv not in first and _is_input_load(tv) and feeds_reduction(tv) and _outside_serial_loops(tv)
     ]
     order = first + early + [tv for tv in materialized if tv not in first and tv not in early]
+    # Any other load goes just before the first tensor that reads it, not before unrelated
+    # ones (transpose_add's row-major input after the shared-memory tile and its barrier:
+    # its loads are then in flight together, not held across the tile).
+    for tv in [q for q in order if q not in first and q not in early and _is_register_load(q)]:
+        at = order.index(tv)
+        reader = next((q for q in order[at + 1 :] if _reads_any(q, {tv.name})), None)
+        if reader is not None and not all(_is_register_load(q) for q in order[at + 1 : order.index(reader)]):
+            order.remove(tv)
+            order.insert(order.index(reader), tv)
 
     # Serial partials of one input (sum and max of a row) go one after the other: they
     # share the loops, and the register buffers, their input is loaded in.
@@ -134,6 +143,10 @@ def _is_input_load(tv: TensorView) -> bool:
     return (
         isinstance(expr, LoadStoreOp) and isinstance(expr.inputs[0], TensorView) and expr.inputs[0].definition is None
     )
+
+
+def _is_register_load(tv: TensorView) -> bool:
+    return _is_input_load(tv) and tv.memory_type == MemoryType.Local
 
 
 def _is_serial_partial(tv: TensorView) -> bool:

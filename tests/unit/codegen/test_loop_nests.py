@@ -62,3 +62,19 @@ def test_a_constant_loop_indexing_registers_is_unrolled():
     assert headers
     for index in set(headers):
         assert _pragmas_before(cuda, f"for (nvfuser_index_t {index} = 0; {index} < 2;") == {"#pragma unroll"}
+
+
+def test_a_transpose_loads_its_other_input_after_the_tile_all_before_its_stores():
+    """transpose_add stages y through shared memory; x is read in x's own order, after the
+    tile's barrier (not held across the tile), every load before the first store."""
+    from kernels_check import shrunk_sample
+
+    cuda, runtime, inputs = _kernel_text(shrunk_sample("transpose_add"))
+    barrier = cuda.index("__syncthreads();")
+    nests = [m.start() for m in re.finditer(r"for \(nvfuser_index_t (i\d+) = 0; \1 < 8; \+\+\1\)", cuda)]
+    after = [n for n in nests if n > barrier]
+    x_loads = [m.start() for m in re.finditer(r"= T0\[", cuda)]
+    stores = [m.start() for m in re.finditer(r"\bT[24]\[", cuda)]
+    assert len(after) == 2 and x_loads and stores  # the loads' nest, then the stores'
+    assert after[0] < min(x_loads) and max(x_loads) < after[1] < min(stores)
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
