@@ -198,8 +198,10 @@ def lt(a: k.Node, b: k.Node) -> k.Node:
     a_bound = bound(a)
     if a_bound is not None and isinstance(vb, int) and not isinstance(vb, bool) and a_bound <= vb:
         return k.Const(BOOL, True)
-    if isinstance(a, k.Bin) and a.op == "/" and a.dtype.is_integral and (const_value(a.b) or 1) > 0:
-        # Index math is never negative: x / n < e exactly when x < e * n (no division).
+    divisor = const_value(a.b) if isinstance(a, k.Bin) else None
+    if isinstance(a, k.Bin) and a.op == "/" and a.dtype.is_integral and (divisor is None or divisor > 0):
+        # x / n < e exactly when x < e * n for x >= 0 (a loop index's), and for any x
+        # where e >= 1 (an extent's): no division in the check.
         return lt(a.a, mul(b, a.b))
     return k.Bin(BOOL, "<", a, b)
 

@@ -28,7 +28,7 @@ from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import IterDomain
 from fuser_core.ir.scalar import Scalar, normalize_value
 from fuser_core.ir.tensor_view import TensorView
-from fuser_core.scheduler.id_map import IdMap, constant_extents, symbolic_axes
+from fuser_core.scheduler.id_map import IdMap, constant_axes, constant_extents, symbolic_axes
 
 
 @dataclass(frozen=True)
@@ -128,21 +128,29 @@ def convert_inputs(fusion: Fusion, inputs: Sequence[Any]) -> list[Any]:
 
 # Per fusion: groups of (input position, axis) whose axes the ops map exactly, with
 # extents of their own (kernels index them all by one of those extents), and the
-# constant size an axis of their set has, if one has (kernels index them by it).
-_MAPPED_AXES: weakref.WeakKeyDictionary[Fusion, list[tuple[list[tuple[int, int]], int | None]]] = (
-    weakref.WeakKeyDictionary()
-)
+# constant size an axis of their set has, if one has (kernels index them by it); and the
+# sets with two different constant sizes (no input satisfies them).
+_MAPPED_AXES: weakref.WeakKeyDictionary[Fusion, _MappedAxes] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class _MappedAxes:
+    groups: list[tuple[list[tuple[int, int]], int | None]]
+    conflicts: list[tuple[IterDomain, IterDomain]]
 
 
 def check_mapped_sizes(fusion: Fusion, args: Sequence[Any]) -> None:
     """Inputs whose axes the ops tie have equal sizes there, and the size a static axis
     of the same set has: an error naming the op, not a kernel reading out of bounds. A
     concretized fusion is checked too: its static resized axes (a pad's widths made
-    static) tie input axes to constants the original has not."""
-    groups = _MAPPED_AXES.get(fusion)
-    if groups is None:
-        groups = _MAPPED_AXES[fusion] = _mapped_axes(fusion)
-    for group, constant in groups:
+    static) tie input axes to constants the original has not; and an axis that may still
+    become a broadcast (Symbolic, before concretization) ties nothing yet."""
+    mapped = _MAPPED_AXES.get(fusion)
+    if mapped is None:
+        mapped = _MAPPED_AXES[fusion] = _mapped_axes(fusion)
+    if mapped.conflicts:
+        _raise_conflict(fusion, *mapped.conflicts[0])
+    for group, constant in mapped.groups:
         (p0, a0), *rest = group
         size = args[p0].shape[a0]
         if constant is not None and size != constant:
@@ -179,6 +187,16 @@ def _raise_not_constant(fusion: Fusion, axis: tuple[int, int, int], constant: in
     )
 
 
+def _raise_conflict(fusion: Fusion, a: IterDomain, b: IterDomain) -> None:
+    op = _tying_op(fusion, [a, b], lambda id_map: id_map.exact(a) == id_map.exact(b))
+    raise FuserError(
+        f"axes of sizes {a.extent} and {b.extent} are combined: no inputs can run this fusion",
+        op=op.op_name if op is not None else None,
+        tensor=str(op.outputs[0]) if op is not None else None,
+        location=op.location if op is not None else None,
+    )
+
+
 def _tensors_of(fusion: Fusion) -> list[TensorView]:
     exprs = [e for e in fusion.exprs() if e.is_tensor_op()]
     found = {id(v): v for e in exprs for v in (*e.inputs, *e.outputs) if isinstance(v, TensorView)}
@@ -200,18 +218,27 @@ def _raise_mismatch(fusion: Fusion, first: tuple[int, int, int], other: tuple[in
     )
 
 
-def _mapped_axes(fusion: Fusion) -> list[tuple[list[tuple[int, int]], int | None]]:
+def _mapped_axes(fusion: Fusion) -> _MappedAxes:
     exprs = [e for e in fusion.exprs() if e.is_tensor_op()]
     id_map = IdMap(exprs)
+    tensors = _tensors_of(fusion)
+    # A Symbolic axis (a dynamic reshape's, a pad's before concretization) may turn out a
+    # broadcast: what its set ties is known only once the fusion is concretized.
+    undecided = {id_map.exact(d) for tv in tensors for d in (*tv.root, *tv.logical) if d.is_symbolic}
+    constants = {k: v for k, v in constant_axes(id_map, tensors).items() if k not in undecided}
     position = {id(v): p for p, v in enumerate(fusion.inputs)}
     inputs = [v for v in fusion.inputs if isinstance(v, TensorView)]
-    constants = constant_extents(id_map, _tensors_of(fusion))
     by_set: dict[int, list[tuple[int, int]]] = {}
     extents: dict[int, set[int]] = {}
     for tv, axis, dim, key in symbolic_axes(id_map, inputs):
+        if key in undecided:
+            continue
         by_set.setdefault(key, []).append((position[id(tv)], axis))
         extents.setdefault(key, set()).add(id(dim.maybe_expanded_extent))
-    return [(group, constants.get(key)) for key, group in by_set.items() if len(extents[key]) > 1 or key in constants]
+    single = {k: next(iter(v)) for k, v in constants.items() if len(v) == 1}
+    groups = [(group, single.get(key)) for key, group in by_set.items() if len(extents[key]) > 1 or key in single]
+    conflicts = [tuple(list(v.values())[:2]) for v in constants.values() if len(v) > 1]
+    return _MappedAxes(groups, conflicts)  # type: ignore[arg-type]
 
 
 def bind_args(fusion: Fusion, args: Sequence[Any], values: bool = True) -> ExpressionEvaluator:

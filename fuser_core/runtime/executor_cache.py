@@ -496,9 +496,7 @@ class FusionExecutorCache:
             check_mapped_sizes(entry.fusion, args)
         if entry is None:
             reasons = self._concretization_reasons(info)
-            entry = self._new_entry(info, opts)
-            if entry.fusion is not self.fusion:
-                check_mapped_sizes(entry.fusion, args)
+            entry = self._new_entry(info, opts, args)
             runtime = self._new_runtime(entry, signature, args, opts)
             return runtime, CacheEvent(False, LEVELS[1], runtime.name, tuple(reasons))
         self._recent_infos.append(info)
@@ -543,9 +541,11 @@ class FusionExecutorCache:
             return ["first execution: nothing cached"]
         return min((info.diff(old) for old in self._recent_infos), key=len)
 
-    def _new_entry(self, info: ConcretizationInfo, opts: Options) -> _ConcretizationEntry:
+    def _new_entry(self, info: ConcretizationInfo, opts: Options, args: list[Any]) -> _ConcretizationEntry:
         dynamic = self.initial_info.is_dynamic or info.empty_extents
         concrete = concretize(self.fusion, info) if dynamic else self.fusion
+        if concrete is not self.fusion:  # refused inputs leave no entry behind (a later call is a first)
+            check_mapped_sizes(concrete, args)
         entry = _ConcretizationEntry(len(self._by_info) + 1, info, concrete)
         self._by_info[info] = entry
         self._recent_infos.append(info)

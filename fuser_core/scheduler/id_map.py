@@ -242,19 +242,26 @@ def symbolic_axes(id_map: IdMap, tensors: Iterable[TensorView]) -> Iterator[tupl
             yield tv, axis, dim, id_map.exact(dim)
 
 
-def constant_extents(id_map: IdMap, tensors: Iterable[TensorView]) -> dict[int, int]:
-    """Exact set -> the constant extent one of its axes has (a static define_tensor axis,
-    a pad or slice whose widths concretization made static, a reshape to a literal size):
-    every axis of that set has that size, so a symbolic one in the set is that constant
-    (the runtime refuses inputs where it is not: arguments.check_mapped_sizes)."""
-    found: dict[int, int] = {}
+def constant_axes(id_map: IdMap, tensors: Iterable[TensorView]) -> dict[int, dict[int, IterDomain]]:
+    """Exact set -> {constant extent: an axis of the set that has it}: the static sizes its
+    axes have (a static define_tensor axis, a pad or slice whose widths concretization made
+    static, an iota's length). More than one is a fusion no input can satisfy."""
+    found: dict[int, dict[int, IterDomain]] = {}
     for tv in tensors:
         for dim in (*tv.root, *tv.logical):
             extent = dim.maybe_expanded_extent
             if dim.is_broadcast or dim.is_symbolic or not extent.is_const or not id_map.knows(dim):
                 continue
-            found.setdefault(id_map.exact(dim), int(extent.value))  # type: ignore[arg-type]
+            found.setdefault(id_map.exact(dim), {}).setdefault(int(extent.value), dim)  # type: ignore[arg-type]
     return found
+
+
+def constant_extents(id_map: IdMap, tensors: Iterable[TensorView]) -> dict[int, int]:
+    """Exact set -> the one constant extent its axes have: every axis of the set has that
+    size, so a kernel may index a symbolic one by it. The runtime refuses tensor inputs
+    whose size differs there (arguments.check_mapped_sizes); a size that comes from a scalar
+    input (`full([n])`) is not checked against it."""
+    return {key: next(iter(values)) for key, values in constant_axes(id_map, tensors).items() if len(values) == 1}
 
 
 def concrete_sets(id_map: IdMap, tv: TensorView) -> set[int]:

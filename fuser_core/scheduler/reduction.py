@@ -468,9 +468,11 @@ def _rows_sharing_an_input(group: GroupView, info: RuntimeInfo, ref: TensorView)
         run = 1
         for dim in reversed(iteration):
             if exact(dim) in own:
+                most = max(most, run)
                 break
             run *= max(1, info.extent(dim))
-        most = max(most, run)
+        # (an input with no iteration axis at all, a weight every row reads, is read by
+        # every block anyway: it asks for nothing)
     return most
 
 

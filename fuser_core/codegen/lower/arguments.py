@@ -151,8 +151,9 @@ class Arguments:
                 extent = dim.maybe_expanded_extent
                 if extent.is_const:
                     continue
-                # An axis tied to a static one (a pad to a static width) is that constant,
-                # which the runtime checks: index math divides by a literal, not a size.
+                # An axis tied to a static one (a pad to a static width) is that constant:
+                # index math divides by a literal, not a size. The runtime checks fusion
+                # inputs against it; a size made from a scalar input (`full([n])`) is not.
                 constant = (
                     constants.get(id_map.exact(dim))
                     if constants and id_map is not None and not dim.is_broadcast and id_map.knows(dim)

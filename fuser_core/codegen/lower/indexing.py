@@ -300,8 +300,9 @@ class Indexing(Predicates):
 
 def _merge_contiguous(terms: list[tuple[k.Node, k.Node, k.Node]]) -> list[tuple[k.Node, k.Node, k.Node]]:
     """Adjacent axes whose coordinates split one index `x` by the inner extent n, as
-    (x / n, x % n), with the outer stride n times the inner one, are one axis indexed by
-    `x`: a merged schedule axis over contiguous memory needs no division."""
+    (x / n, x % n) or (x / n, x % n + q), with the outer stride n times the inner one, are
+    one axis indexed by `x` (`x + q`): a merged schedule axis over contiguous memory needs
+    no division."""
     changed = True
     while changed:
         changed = False
@@ -325,8 +326,8 @@ def _merge_contiguous(terms: list[tuple[k.Node, k.Node, k.Node]]) -> list[tuple[
 
 def _remainder_parts(coord: k.Node) -> tuple[k.Bin | None, k.Node | None]:
     """`x % n` as (it, None); `x % n + q` as (x % n, q): the simplifier's form of
-    `(x + q) % n` for a q it proved stays under what x's multiple leaves (a vector lane
-    beside a constant extent), whose quotient it wrote as `x / n`."""
+    `(x + q) % n` (a vector lane beside a constant extent), whose quotient it wrote as
+    `x / n`. The merge is exact for any q: (x % n + q) + (x / n) * n is x + q."""
     if isinstance(coord, k.Bin) and coord.op == "%":
         return coord, None
     if isinstance(coord, k.Bin) and coord.op == "+" and isinstance(coord.a, k.Bin) and coord.a.op == "%":

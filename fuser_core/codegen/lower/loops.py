@@ -48,7 +48,7 @@ class Loops(Arguments):
         for depth in range(1, len(self.stack)):
             cid = self.stack[depth].concrete_id
             if self.stack[depth].owner not in (None, owner):
-                break  # a producer's own loop: its loads all issue before the first use
+                break  # another tensor's own loop (past its compute-at position): not shared
             if matched < cap and cid == wanted[matched]:
                 depth_of[matched] = depth
                 matched += 1

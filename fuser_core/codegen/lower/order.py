@@ -40,9 +40,10 @@ def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
         if tv not in first and _is_input_load(tv) and feeds_reduction(tv) and _outside_serial_loops(tv)
     ]
     order = first + early + [tv for tv in materialized if tv not in first and tv not in early]
-    # Any other load goes just before the first tensor that reads it, not before unrelated
-    # ones (transpose_add's row-major input after the shared-memory tile and its barrier:
-    # its loads are then in flight together, not held across the tile).
+    # Any other register load goes just before the first tensor that reads it, past
+    # unrelated ones (transpose_add's row-major input after the shared-memory tile and its
+    # barrier: its loads are then in flight together, not held across the tile). A kernel
+    # with several outputs may so load an input after another output's stores.
     for tv in [q for q in order if q not in first and q not in early and _is_register_load(q)]:
         at = order.index(tv)
         reader = next((q for q in order[at + 1 :] if _reads_any(q, {tv.name})), None)

@@ -238,3 +238,45 @@ def test_empty_inputs_have_no_layout_to_contradict() -> None:
         (out,) = fd.execute([np.zeros(shape, np.float32), 2])
         assert out.shape == shape
         assert out.dtype == np.float32
+
+
+def test_an_axis_that_may_become_a_broadcast_ties_nothing_before_concretization() -> None:
+    """r = reshape(t0, [s0, s1]) with s1 = 1 at run time: r's axis 1 is a broadcast, so t1's
+    static 8 and t2's 5 are not tied through it."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        t1 = fd.define_tensor(shape=[-1, 8], contiguity=[True, True], dtype=DataType.Float)
+        t2 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        s0, s1 = fd.define_scalar(None, dtype=DataType.Int), fd.define_scalar(None, dtype=DataType.Int)
+        r = fd.ops.reshape(t0, [s0, s1])
+        fd.add_output(fd.ops.add(r, t1))
+        fd.add_output(fd.ops.add(r, t2))
+    x, y, z = rand((3,)), rand((3, 8), seed=1), rand((3, 5), seed=2)
+    a, b = fd.execute([x, y, z, 3, 1])
+    np.testing.assert_allclose(a, x[:, None] + y)
+    np.testing.assert_allclose(b, x[:, None] + z)
+    err = run_error(fd, [rand((24,)), y, z, 3, 8])  # s1 = 8: now r's axis 1 ties t2's 5 to 8
+    assert " has size 5" in err.message and "8" in err.message
+
+
+def test_two_static_sizes_in_one_set_are_an_error_naming_the_op() -> None:
+    with FusionDefinition() as fd:
+        t0, t1, t3 = (fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float) for _ in range(3))
+        left, right = fd.define_scalar(None, dtype=DataType.Int), fd.define_scalar(None, dtype=DataType.Int)
+        a, b = fd.ops.pad(t0, [left, right]), fd.ops.pad(t3, [left, right])
+        fd.add_output(fd.ops.add(fd.ops.add(a, t1), b))
+    err = run_error(fd, [rand((4,)), rand((7,)), rand((5,)), 1, 2])  # pads of 7 and 8
+    assert err.op == "add" and "sizes 7 and 8" in err.message
+
+
+def test_a_refused_call_leaves_no_concretization_behind() -> None:
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        t1 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        left, right = fd.define_scalar(None, dtype=DataType.Int), fd.define_scalar(None, dtype=DataType.Int)
+        fd.add_output(fd.ops.mul(t1, fd.ops.pad(t0, [left, right])))
+    x = rand((3, 4))
+    run_error(fd, [x, rand((3, 8)), 1, 2])
+    fd.execute([x, rand((3, 7)), 1, 2])
+    cache = fd.executor_cache
+    assert cache is not None and "first execution" in cache.last_report.event.line()

@@ -62,3 +62,17 @@ def test_rows_that_share_no_input_row_keep_the_usual_block():
         runtime = fd.runtime_for(inputs)
     (group,) = runtime.segmented.groups
     assert (group.params.threads_iteration, group.params.threads_reduction) != (8, 32)
+
+
+def test_a_weight_every_row_reads_asks_for_nothing():
+    """w [k] broadcast along all rows: every block reads it anyway, no run of rows shares it."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        w = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        wb = fd.ops.broadcast_in_dim(w, shape=[8192, 1024], broadcast_dims=[1])
+        fd.add_output(fd.ops.sum(fd.ops.mul(x, wb), dims=[1]))
+    inputs = [RNG.standard_normal((8192, 1024)).astype(np.float32), RNG.standard_normal(1024).astype(np.float32)]
+    with use_options(device_model="h100_sxm", backend="reference"):
+        runtime = fd.runtime_for(inputs)
+    (group,) = runtime.segmented.groups
+    assert (group.params.threads_iteration, group.params.threads_reduction) == (2, 64)
