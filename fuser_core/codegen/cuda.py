@@ -9,7 +9,6 @@ numbers, and the kernel; `cuda_full` prints all of it, `cuda_kernel` the kernel 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.runtime_header import RNG_HEADER, RUNTIME_HEADER
@@ -234,9 +233,10 @@ class _Printer:
             if isinstance(stmt, k.ParallelReduce):
                 return True  # reads its buffers at `index`: keep the loop unrolled
             for node, buffer in _accesses(stmt):
-                if buffer in self.registers and name in set(k.node_reads(node, with_vars=True)):
+                if buffer in self.registers and _uses(node, name):
                     return True
-                if any(b in self.registers for b in _indexed_reads(node, name)):
+                reads = (sub for sub in k.subexpressions(node) if isinstance(sub, k.Read))
+                if any(read.buffer in self.registers and _uses(read.index, name) for read in reads):
                     return True
         return False
 
@@ -384,13 +384,13 @@ def kernel_signature(kernel: k.Kernel) -> str:
 
 def _around_unrolled(loop: k.For) -> bool:
     return any(
-        isinstance(s, k.For) and s.kind == k.LoopKind.unroll and s.hardware is None and const_extent(s) > 1
+        isinstance(s, k.For)
+        and s.kind == k.LoopKind.unroll
+        and s.hardware is None
+        and isinstance(s.extent, k.Const)
+        and int(s.extent.value) > 1
         for s in k.walk(loop.body)
     )
-
-
-def const_extent(loop: k.For) -> int:
-    return int(loop.extent.value) if isinstance(loop.extent, k.Const) else 0
 
 
 def _accesses(stmt: k.Stmt) -> list[tuple[k.Node, str | None]]:
@@ -410,20 +410,8 @@ def _accesses(stmt: k.Stmt) -> list[tuple[k.Node, str | None]]:
     return []
 
 
-def _indexed_reads(node: k.Node, var: str) -> Iterator[str]:
-    """Buffers `node` reads at an index that uses `var`."""
-    if isinstance(node, k.Read):
-        if var in set(k.node_reads(node.index, with_vars=True)):
-            yield node.buffer
-        yield from _indexed_reads(node.index, var)
-    elif isinstance(node, k.Bin):
-        yield from _indexed_reads(node.a, var)
-        yield from _indexed_reads(node.b, var)
-    elif isinstance(node, k.Un | k.Cast | k.FastDiv):
-        yield from _indexed_reads(node.a, var)
-    elif isinstance(node, k.Call):
-        for arg in node.args:
-            yield from _indexed_reads(arg, var)
+def _uses(node: k.Node, var: str) -> bool:
+    return any(isinstance(sub, k.Var) and sub.name == var for sub in k.subexpressions(node))
 
 
 def print_kernel(kernel: k.Kernel) -> str:

@@ -336,22 +336,28 @@ def walk(stmts: list[Stmt]) -> Iterator[Stmt]:
             yield from walk(stmt.orelse)
 
 
-def node_reads(node: Node, with_vars: bool = False) -> Iterator[str]:
-    """The buffers an expression reads (and, with `with_vars`, the variables it uses)."""
+def subexpressions(node: Node) -> Iterator[Node]:
+    """`node` and every expression inside it, a read's index included."""
+    yield node
     if isinstance(node, Read):
-        yield node.buffer
-        yield from node_reads(node.index, with_vars)
-    elif isinstance(node, Var):
-        if with_vars:
-            yield node.name
+        yield from subexpressions(node.index)
     elif isinstance(node, Bin):
-        yield from node_reads(node.a, with_vars)
-        yield from node_reads(node.b, with_vars)
+        yield from subexpressions(node.a)
+        yield from subexpressions(node.b)
     elif isinstance(node, Un | Cast | FastDiv):
-        yield from node_reads(node.a, with_vars)
+        yield from subexpressions(node.a)
     elif isinstance(node, Call):
         for arg in node.args:
-            yield from node_reads(arg, with_vars)
+            yield from subexpressions(arg)
+
+
+def node_reads(node: Node, with_vars: bool = False) -> Iterator[str]:
+    """The buffers an expression reads (and, with `with_vars`, the variables it uses)."""
+    for sub in subexpressions(node):
+        if isinstance(sub, Read):
+            yield sub.buffer
+        elif with_vars and isinstance(sub, Var):
+            yield sub.name
 
 
 # -- the kernel_ir dump ---------------------------------------------------------------

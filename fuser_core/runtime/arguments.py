@@ -174,26 +174,24 @@ def _raise_not_constant(fusion: Fusion, axis: tuple[int, int, int], constant: in
     p, a, size = axis
     dim = fusion.inputs[p].logical_no_reductions()[a]  # type: ignore[attr-defined]
 
+    tensors = _tensors_of(fusion)
+
     def tied(id_map: IdMap) -> bool:
-        return constant_extents(id_map, _tensors_of(fusion)).get(id_map.exact(dim)) == constant
+        return constant_extents(id_map, tensors).get(id_map.exact(dim)) == constant
 
     op = _tying_op(fusion, [dim], tied)
-    raise FuserError(
+    raise _error_at(
+        op,
         f"{_input_label(p, fusion.inputs[p])} axis {a} has size {size}, but the axis it is combined with "
         f"has size {constant}",
-        op=op.op_name if op is not None else None,
-        tensor=str(op.outputs[0]) if op is not None else None,
-        location=op.location if op is not None else None,
     )
 
 
 def _raise_conflict(fusion: Fusion, a: IterDomain, b: IterDomain) -> None:
     op = _tying_op(fusion, [a, b], lambda id_map: id_map.exact(a) == id_map.exact(b))
-    raise FuserError(
+    raise _error_at(
+        op,
         f"axes of sizes {a.extent} and {b.extent} are combined: no inputs can run this fusion",
-        op=op.op_name if op is not None else None,
-        tensor=str(op.outputs[0]) if op is not None else None,
-        location=op.location if op is not None else None,
     )
 
 
@@ -203,24 +201,28 @@ def _tensors_of(fusion: Fusion) -> list[TensorView]:
     return list(found.values())
 
 
+def _error_at(op: Expr | None, message: str) -> FuserError:
+    """`message` as an error of `op` (its name, output and script line)."""
+    if op is None:
+        return FuserError(message)
+    return FuserError(message, op=op.op_name, tensor=str(op.outputs[0]), location=op.location)
+
+
 def _raise_mismatch(fusion: Fusion, first: tuple[int, int, int], other: tuple[int, int, int]) -> None:
     """The error for two mapped input axes of different sizes, naming the op that maps them."""
     dims = [fusion.inputs[p].logical_no_reductions()[a] for p, a, _ in (first, other)]  # type: ignore[attr-defined]
     op = _tying_op(fusion, dims, lambda id_map: id_map.exact(dims[0]) == id_map.exact(dims[1]))
     (p0, a0, s0), (p1, a1, s1) = first, other
-    raise FuserError(
+    raise _error_at(
+        op,
         f"{_input_label(p1, fusion.inputs[p1])} axis {a1} has size {s1}, but "
         f"{_input_label(p0, fusion.inputs[p0])} axis {a0}, which it is combined with, has size {s0}: "
         "an axis defined with -1 is not broadcast even when its size is 1: define it with size 1 to broadcast",
-        op=op.op_name if op is not None else None,
-        tensor=str(op.outputs[0]) if op is not None else None,
-        location=op.location if op is not None else None,
     )
 
 
 def _mapped_axes(fusion: Fusion) -> _MappedAxes:
-    exprs = [e for e in fusion.exprs() if e.is_tensor_op()]
-    id_map = IdMap(exprs)
+    id_map = IdMap([e for e in fusion.exprs() if e.is_tensor_op()])
     tensors = _tensors_of(fusion)
     # A Symbolic axis (a dynamic reshape's, a pad's before concretization) may turn out a
     # broadcast: what its set ties is known only once the fusion is concretized.
