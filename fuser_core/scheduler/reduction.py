@@ -46,6 +46,7 @@ from fuser_core.scheduler.persistent_budget import (
     REGISTER_OVERHEAD_EXP,
     PersistentSplit,
     choose_split,
+    with_most_blocks,
 )
 from fuser_core.scheduler.rereading import has_exp, why_hold
 from fuser_core.scheduler.tensor_ops import rfactor
@@ -394,6 +395,9 @@ def _inner_persistent_params(
         split = choose_split(lanes, rows, held * vec, has_exp(group), info.device, row_registers=per_row)
         buffers = projected
         row_bytes = _buffer_bytes_per_row(group, info, projected)
+    kept = _kept_results(group, split, vec)
+    if not in_shared:  # (shared memory caps the blocks of a split held there)
+        split = with_most_blocks(split, has_exp(group), info.device, _kept_registers(kept, split, vec))
     return ReductionParams(
         SchedulerType.inner_persistent, ref.name, True, True, vec, split.padded_x, split.rows_per_block, 1,
         split.batch, 1, rows, length, row_bytes, in_shared, tuple(tv.name for tv in buffers),
@@ -403,21 +407,24 @@ def _inner_persistent_params(
         occupancy_warps_per_sm=split.warps_per_sm,
         fits_in_registers=split.spare_registers >= REGISTER_OVERHEAD,
         welford_translated=bool(translatable_in(group.exprs, group.outputs)),
-        kept_results=_kept_results(group, split, vec),
+        kept_results=tuple(tv.name for tv in kept),
         buffers_projected_to_inputs=projecting,
     )  # fmt: skip
 
 
-def _kept_results(group: GroupView, split: PersistentSplit, vec: int) -> tuple[int, ...]:
+def _kept_results(group: GroupView, split: PersistentSplit, vec: int) -> list[TensorView]:
     """The costly results to keep (checks.costly_between_reductions), where their
     registers fit beside the buffers the split was sized for; else none (recomputing
     beats spilling: cross-entropy's 50k-wide rows)."""
     kept = costly_between_reductions(group)
-    registers = -(-split.batch * vec * sum(tv.dtype.itemsize for tv in kept) // 4)
     overhead = REGISTER_OVERHEAD_EXP if has_exp(group) else REGISTER_OVERHEAD
-    if not kept or split.spare_registers - registers < overhead:
-        return ()
-    return tuple(tv.name for tv in kept)
+    if not kept or split.spare_registers - _kept_registers(kept, split, vec) < overhead:
+        return []
+    return list(kept)
+
+
+def _kept_registers(kept: list[TensorView], split: PersistentSplit, vec: int) -> int:
+    return -(-split.batch * vec * sum(tv.dtype.itemsize for tv in kept) // 4)
 
 
 def _register_bytes_per_element(

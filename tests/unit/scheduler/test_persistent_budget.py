@@ -16,7 +16,12 @@ from fuser_core.codegen import lower_group, print_kernel, translation_unit
 from fuser_core.runtime import nvrtc, nvrtc_library
 from fuser_core.runtime.group_lowering import generates_kernel, index_dtype
 from fuser_core.scheduler.device import H100_SXM
-from fuser_core.scheduler.persistent_budget import choose_split, registers_per_thread, threads_per_sm
+from fuser_core.scheduler.persistent_budget import (
+    choose_split,
+    registers_per_thread,
+    threads_per_sm,
+    with_most_blocks,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
 from kernels_check import SAMPLES_DIR, check_generated_kernels, runtime_and_inputs
@@ -38,6 +43,26 @@ def test_layer_norm_row_takes_two_vectors_per_thread_at_half_occupancy():
     split = choose_split(512, 16384, 10 * 8, False, H100_SXM)
     assert (split.batch, split.threads_x, split.padded_x, split.rows_per_block) == (2, 256, 256, 1)
     assert (split.registers, split.warps_per_sm, split.blocks_per_sm) == (64, 32, 4)
+
+
+def test_the_chosen_split_takes_the_blocks_its_registers_allow():
+    """The target occupancy is a floor: 4 blocks of 256 reach it, and the buffers' 32
+    registers and the overhead's 16 leave room for a fifth at 48 a thread."""
+    split = choose_split(512, 16384, 8 * 8, False, H100_SXM)
+    assert (split.padded_x, split.batch, split.blocks_per_sm, split.registers) == (256, 2, 4, 64)
+    more = with_most_blocks(split, False, H100_SXM)
+    assert (more.padded_x, more.batch, more.blocks_per_sm, more.registers) == (256, 2, 5, 48)
+    assert more.spare_registers == 16 and more.warps_per_sm == 40
+    # exp's longer live ranges (32 of overhead) leave 4 blocks; registers kept for results
+    # beside the buffers count too
+    assert with_most_blocks(split, True, H100_SXM) == split
+    assert with_most_blocks(split, False, H100_SXM, reserved_registers=16) == split
+    # never past the SM's 2048 threads
+    small = choose_split(512, 16384, 2 * 8, False, H100_SXM)
+    assert (
+        with_most_blocks(small, False, H100_SXM).threads * with_most_blocks(small, False, H100_SXM).blocks_per_sm
+        <= 2048
+    )
 
 
 @pytest.mark.parametrize("lanes", [4008, 16032, 501, 1000, 33, 7])
@@ -97,11 +122,12 @@ def test_cross_entropy_runs_a_warp_multiple_block_with_its_lanes_predicated():
 def test_layer_norm_asks_for_the_blocks_its_registers_allow():
     ((group, kernel),) = list(_kernels("layer_norm_fwd"))
     assert group.params.vectorize == 8  # bf16 rows in 16-byte vectors despite float mean/rstd outputs
-    assert group.params.min_blocks_per_sm == 4
-    # The kernel's own arrays (40 words) and 8 registers of slack fit the 64 that 4 blocks
-    # of 256 leave: the scheduler's target stands.
-    assert kernel.min_blocks == 4
-    assert print_kernel(kernel).startswith('extern "C" __global__ void __launch_bounds__(256, 4) ')
+    # 4 blocks of 256 reach the target occupancy; the buffers (32 registers) and the
+    # overhead (16) allow a fifth (48 registers a thread).
+    assert group.params.min_blocks_per_sm == 5 and group.params.registers_per_thread == 48
+    # The kernel's own arrays (40 words) and 8 registers of slack fit those 48: it stands.
+    assert kernel.min_blocks == 5
+    assert print_kernel(kernel).startswith('extern "C" __global__ void __launch_bounds__(256, 5) ')
 
 
 def test_launch_bounds_never_squeeze_the_kernels_own_arrays():
