@@ -688,3 +688,77 @@ def test_a_copy_whose_uses_reach_a_slice_or_cat_keeps_its_zeros():
     assert runtime.segmented.groups[0].params.vectorize > 1, body
     assert re.search(r"__bfloat T\d+_1\[\d+\] = \{\};", body), body  # the copy read at the second offset
     assert not re.search(r"__bfloat T\d+(_\d+)?\[\d+\];", body), body  # no copy goes unzeroed
+
+
+def _transpose_add(dtype, extra=None):
+    """x (column-major) + y (row-major), written column-major, and relu(y^T) row-major:
+    transpose_add's shape. y is staged; x and both outputs run along x's fast axis."""
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype, stride_order=[0, 1])
+        t1 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
+        total = fd.ops.add(t0, t1)
+        if extra == "row_bias":  # constant along the vectors' axis: read element by element
+            bias = fd.define_tensor(shape=[-1], contiguity=True, dtype=dtype)
+            total = fd.ops.add(total, fd.ops.broadcast_in_dim(bias, shape=t0.shape(), broadcast_dims=[1]))
+        fd.add_output(total, stride_order=[0, 1])
+        # y^T in y's own layout (an output's default): along the staged side's fast axis
+        order = {} if extra == "output_in_y_layout" else {"stride_order": [1, 0]}
+        fd.add_output(fd.ops.relu(fd.ops.permute(t1, dims=[1, 0])), **order)
+
+    return build
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "extra", "vectorize"),
+    [
+        ((64, 96), DataType.Float, None, 4),  # whole tiles, 16-byte vectors
+        ((40, 72), DataType.Float, None, 4),  # partial tiles: each vector under its tile's bounds
+        ((36, 70), DataType.Float, None, 4),  # x's fast axis (36) takes 4; y's (70) is staged
+        ((38, 72), DataType.Float, None, 2),  # 38 = 2 x 19: 8-byte vectors
+        ((37, 72), DataType.Float, None, 1),  # odd: element by element
+        ((64, 48), DataType.BFloat16, None, 4),  # the sum is float (promoted): 4 to 16 bytes
+        ((64, 96), DataType.Float, "row_bias", 4),
+        ((64, 96), DataType.Float, "output_in_y_layout", 4),  # that output stored element-wise
+    ],
+)
+def test_a_transpose_moves_its_fast_side_in_vectors(shape, dtype, extra, vectorize):
+    rows, cols = shape
+    x = np.asfortranarray(_rand(rows, cols)).astype(dtype.numpy)
+    y = _rand(rows, cols).astype(dtype.numpy)
+    inputs = [x, y] + ([_rand(cols).astype(dtype.numpy)] if extra == "row_bias" else [])
+    runtime = _fusion_runtime(_transpose_add(dtype, extra), inputs)
+    (group,) = runtime.segmented.groups
+    assert group.params.scheduler.value == "transpose"
+    assert (group.params.tile, group.params.threads) == (32, 128)  # too few elements for 64 x 64 tiles
+    assert group.params.vectorize == vectorize
+    scalar = {"row_bias": (3,), "output_in_y_layout": (4,)}.get(extra, ())
+    assert group.params.scalar_access == scalar
+    text = _kernel_bodies(runtime)
+    vectors = re.findall(r"vectorCopy<\w+, (\d+)>\(&(T\d+)", text)
+    if vectorize > 1:
+        # x's loads and the outputs' stores, all of the width; y (staged) element-wise
+        assert {int(w) for w, _ in vectors} == {vectorize} and len(vectors) == (
+            2 if extra == "output_in_y_layout" else 3
+        )
+        assert not re.search(r"vectorCopy<[^>]*>\(&T\d+\[[^;]*&T1\[", text)
+    else:
+        assert not vectors
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+@pytest.mark.parametrize(("shape", "vectorize"), [((128, 192), 4), ((72, 100), 4), ((130, 70), 2)])
+def test_a_large_transpose_takes_64_wide_tiles(monkeypatch, shape, vectorize):
+    """64 x 64 tiles of 256 threads, 16 elements a thread in vectors, partial tiles
+    included; the threshold of tiles per SM is lowered so the interpreter can run one."""
+    from fuser_core.scheduler import transpose
+
+    monkeypatch.setattr(transpose, "LARGE_TILE_MIN_TILES_PER_SM", 0)
+    rows, cols = shape
+    inputs = [np.asfortranarray(_rand(rows, cols)), _rand(rows, cols)]
+    runtime = _fusion_runtime(_transpose_add(DataType.Float), inputs)
+    (group,) = runtime.segmented.groups
+    params = group.params
+    assert (params.tile, params.threads, params.vectorize) == (64, 256, vectorize)
+    assert "T6[4160]" in _kernel_bodies(runtime)  # the 64 x 64 tile, a padding element a row
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]

@@ -71,10 +71,11 @@ def test_a_transpose_loads_its_other_input_after_the_tile_all_before_its_stores(
 
     cuda, runtime, inputs = _kernel_text(shrunk_sample("transpose_add"))
     barrier = cuda.index("__syncthreads();")
-    nests = [m.start() for m in re.finditer(r"for \(nvfuser_index_t (i\d+) = 0; \1 < 8; \+\+\1\)", cuda)]
-    after = [n for n in nests if n > barrier]
-    x_loads = [m.start() for m in re.finditer(r"= T0\[", cuda)]
-    stores = [m.start() for m in re.finditer(r"\bT[24]\[", cuda)]
-    assert len(after) == 2 and x_loads and stores  # the loads' nest, then the stores'
-    assert after[0] < min(x_loads) and max(x_loads) < after[1] < min(stores)
+    x_loads = [m.start() for m in re.finditer(r"(= |&)T0\[", cuda)]  # element or vector loads
+    stores = [m.start() for m in re.finditer(r"&T[24]\[|\bT[24]\[[^;]*\] =", cuda)]
+    assert x_loads and stores
+    assert barrier < min(x_loads) and max(x_loads) < min(stores)
+    nests = [m.start() for m in re.finditer(r"for \(nvfuser_index_t (i\d+) = 0;", cuda)]
+    loads_nest = max(n for n in nests if n < min(x_loads))
+    assert loads_nest > barrier  # the loads have a nest of their own after the tile
     assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
