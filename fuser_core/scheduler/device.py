@@ -42,6 +42,7 @@ class DeviceProperties:
     max_grid_dim: tuple[int, int, int] = MAX_GRID_DIM
     source: str = NAMED_SOURCE
     peak_fp32_gflops: float = 0.0  # non-tensor-core FP32 throughput, GFLOP/s; 0.0 where unknown
+    max_blocks_per_sm: int = 32  # resident blocks an SM holds at most (sm_80 and sm_90: 32)
 
     @property
     def arch(self) -> str:
@@ -157,6 +158,7 @@ def _from_cuda_properties(props: Mapping[str, Any], bandwidth_gbps: float, sourc
         max_grid_dim=_grid(props.get("maxGridSize", MAX_GRID_DIM)),
         source=source,
         peak_fp32_gflops=_peak_fp32(_gpu_name(props)),
+        max_blocks_per_sm=int(props.get("maxBlocksPerMultiProcessor") or 32),
     )
 
 

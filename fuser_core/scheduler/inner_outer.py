@@ -71,7 +71,10 @@ class InnerOuterPersistentScheduler:
         assert not isinstance(split, str)
         inner_view, reference, outer = split
         # Each outer sum keeps a float per element of a thread's batch across the rows.
-        params = InnerPersistentScheduler().heuristics(inner_view, info, accumulators=4 * len(outer))
+        # Its row blocks follow the target occupancy: more blocks per SM than the kernel's
+        # registers then reach would send a tail wave (not measured raised: layer norm
+        # backward at 8192 x 1536 asked for 6 blocks an SM, ptxas gave 5).
+        params = InnerPersistentScheduler().heuristics(inner_view, info, accumulators=4 * len(outer), most_blocks=False)
         rows = max(1, info.numel(reference))
         per_block = params.threads_iteration
         blocks = min(

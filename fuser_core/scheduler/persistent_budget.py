@@ -23,7 +23,7 @@ nvFuser's `maxrregcount`: the compiler is asked to fit exactly that budget. Once
 other choice is made (what stays in shared memory, which results are kept), the chosen
 split takes as many blocks per SM as the estimated registers allow (`with_most_blocks`):
 the target occupancy is a floor, not a ceiling (H100, layer norm of bf16 rows of 4096:
-4 blocks of 256 at 56 registers 109.1 us, 5 at 48 registers 102.2, no spill).
+4 blocks of 256 with 64 registers allowed, 109.2 us; 5 at 48, 102.3 us, no spill).
 
 When the buffers live in shared memory instead (`shared_bytes_per_row` > 0: the row did
 not fit the registers), `bytes_per_lane` counts only what stays in registers, and the
@@ -193,15 +193,17 @@ def _preference(c: PersistentSplit, overhead: int, target_warps: int) -> tuple[b
 
 
 def with_most_blocks(
-    c: PersistentSplit, has_exp: bool, device: DeviceProperties, reserved_registers: int = 0
+    c: PersistentSplit, has_exp: bool, device: DeviceProperties, rows: int, reserved_registers: int = 0
 ) -> PersistentSplit:
     """`c` with as many blocks per SM as its buffers, `reserved_registers` more (results
-    kept beside them) and the kernel's overhead leave registers for; `c` where that is
-    no more than it has. Codegen lowers the blocks again where the kernel's own register
-    arrays need more (codegen/lower/reductions.py, `_min_blocks`)."""
+    kept beside them) and the kernel's overhead leave registers for, within the SM's block
+    limit and no more than the `rows` give each SM; `c` where that is no more than it has.
+    Codegen lowers the blocks again where the kernel's own register arrays need more
+    (codegen/lower/reductions.py, `_min_blocks`)."""
     overhead = REGISTER_OVERHEAD_EXP if has_exp else REGISTER_OVERHEAD
     needed = max(c.registers - c.spare_registers + reserved_registers + overhead, MIN_RAISED_REGISTERS)
-    blocks = min(threads_per_sm(needed, device), device.max_threads_per_sm) // c.threads
+    by_rows = -(-rows // (c.rows_per_block * device.sm_count))
+    blocks = min(threads_per_sm(needed, device) // c.threads, device.max_blocks_per_sm, by_rows)
     if blocks <= c.blocks_per_sm:
         return c
     registers = registers_per_thread(c.threads * blocks, device)

@@ -197,10 +197,13 @@ class ReductionScheduler:
             )
         return None
 
-    def heuristics(self, group: GroupView, info: RuntimeInfo, accumulators: int = 0) -> ReductionParams:
+    def heuristics(
+        self, group: GroupView, info: RuntimeInfo, accumulators: int = 0, most_blocks: bool = True
+    ) -> ReductionParams:
         """`accumulators`: bytes a thread holds per element of its row besides the row's
-        own (an inner-outer kernel's column sums)."""
-        return self._params(group, info, None, accumulators)
+        own (an inner-outer kernel's column sums); `most_blocks`: a persistent split takes
+        the blocks per SM its registers allow (persistent_budget.with_most_blocks)."""
+        return self._params(group, info, None, accumulators, most_blocks)
 
     def with_grid_split(self, group: GroupView, info: RuntimeInfo, grid: int) -> ReductionParams:
         """The non-persistent schedule of `group` with `grid` blocks along the reduction
@@ -208,7 +211,9 @@ class ReductionScheduler:
         choice at run time (a normalization re-reads its inputs after each reduction)."""
         return ReductionScheduler()._params(group, info, grid)
 
-    def _params(self, group: GroupView, info: RuntimeInfo, grid: int | None, accumulators: int = 0) -> ReductionParams:
+    def _params(
+        self, group: GroupView, info: RuntimeInfo, grid: int | None, accumulators: int = 0, most_blocks: bool = True
+    ) -> ReductionParams:
         reference = group.reduction_tvs()[0]
         inner = is_inner_reduction(group, reference)
         rows = max(1, info.numel(reference))
@@ -219,7 +224,9 @@ class ReductionScheduler:
         if grid is None and normalization:
             grid = 1  # a row re-read after its reduction needs the whole row's result in its block
         if inner and self.persistent:
-            return _inner_persistent_params(group, info, reference, rows, length, vectorize, accumulators)
+            return _inner_persistent_params(
+                group, info, reference, rows, length, vectorize, accumulators, most_blocks=most_blocks
+            )
         if inner:
             return self._inner_params(group, info, reference, rows, length, vectorize, grid)
         return self._outer_params(group, info, reference, rows, length, vectorize, grid)
@@ -345,7 +352,14 @@ def _lanes_innermost(tv: TensorView) -> None:
 
 
 def _inner_persistent_params(
-    group: GroupView, info: RuntimeInfo, ref: TensorView, rows: int, length: int, vec: int, accumulators: int = 0
+    group: GroupView,
+    info: RuntimeInfo,
+    ref: TensorView,
+    rows: int,
+    length: int,
+    vec: int,
+    accumulators: int = 0,
+    most_blocks: bool = True,
 ) -> ReductionParams:
     """The persistent batch, threads and rows per block against the register budget
     (persistent_budget.choose_split); where the buffers would spill out of registers but a
@@ -396,8 +410,8 @@ def _inner_persistent_params(
         buffers = projected
         row_bytes = _buffer_bytes_per_row(group, info, projected)
     kept = _kept_results(group, split, vec)
-    if not in_shared:  # (shared memory caps the blocks of a split held there)
-        split = with_most_blocks(split, has_exp(group), info.device, _kept_registers(kept, split, vec))
+    if most_blocks and not in_shared:  # (shared memory caps the blocks of a split held there)
+        split = with_most_blocks(split, has_exp(group), info.device, rows, _kept_registers(kept, split, vec))
     return ReductionParams(
         SchedulerType.inner_persistent, ref.name, True, True, vec, split.padded_x, split.rows_per_block, 1,
         split.batch, 1, rows, length, row_bytes, in_shared, tuple(tv.name for tv in buffers),

@@ -38,6 +38,7 @@ THREADS = 128
 LARGE_TILE = 64
 LARGE_TILE_THREADS = 256
 LARGE_TILE_MIN_TILES_PER_SM = 8  # enough 64 x 64 tiles for every SM several times over
+LARGE_TILE_MIN_BLOCKS_PER_SM = 4  # the staged tiles' shared memory must leave room for these
 RESIZE_OPS = (PadOp, SliceOp, CatOp)
 
 
@@ -91,7 +92,7 @@ class TransposeScheduler:
         reference = covering_output(group, group.outputs)
         assert reference is not None
         staged_tvs = _staged(group, reference)
-        staged = tuple(tv.name for tv in staged_tvs if tv in group.inputs)
+        staged = tuple(tv.name for tv in staged_tvs)
         ref_inner = _inner(reference)
         assert ref_inner is not None
         inner_set = group.id_map.exact(ref_inner)
@@ -111,10 +112,11 @@ class TransposeScheduler:
         assert staged_inner is not None
         elements = math.prod(info.extent(d) for d in reference.logical if not d.is_reduction)
         large = min(info.extent(ref_inner), info.extent(staged_inner)) >= LARGE_TILE
-        if large and elements >= LARGE_TILE * LARGE_TILE * LARGE_TILE_MIN_TILES_PER_SM * info.device.sm_count:
+        many = elements >= LARGE_TILE * LARGE_TILE * LARGE_TILE_MIN_TILES_PER_SM * info.device.sm_count
+        shared = sum(LARGE_TILE * (LARGE_TILE + 1) * tv.dtype.itemsize for tv in staged_tvs)
+        if large and many and shared * LARGE_TILE_MIN_BLOCKS_PER_SM <= info.device.shared_memory_per_sm:
             tile, threads = LARGE_TILE, LARGE_TILE_THREADS
-        # a tile row is `tile` elements; every thread keeps at least one vector
-        vectorize = max(1, min(width, tile * tile // threads, tile))
+        vectorize = max(1, min(width, tile * tile // threads))  # every thread keeps a vector
         return TransposeParams(self.type, reference.name, tile, threads, staged, vectorize, tuple(scalar))
 
     def schedule(self, fusion: Fusion, params: HeuristicParams) -> ScheduleRecord:
@@ -126,7 +128,10 @@ class TransposeScheduler:
         source_inner = _inner(staged[0].definition.inputs[0])  # type: ignore[arg-type, union-attr]
         assert source_inner is not None
         inner_sets = (id_map.exact(source_inner), id_map.exact(_inner(reference)))  # type: ignore[arg-type]
-        _tile(reference, id_map, inner_sets, params, fast_second=True)
+        # Every side merges the axes outside the tile into blockIdx in the reference's
+        # order, so that a block index names the same tile on both sides.
+        outer_order = [id_map.exact(d) for d in common.layout_order(reference) if not d.is_reduction]
+        _tile(reference, id_map, inner_sets, params, fast_second=True, outer_order=outer_order)
         vectorized: set[int] = set()
         if params.vectorize > 1:
             unstaged = [c for c in caches.inputs if c not in staged]
@@ -138,14 +143,15 @@ class TransposeScheduler:
         for cache in staged:
             cache.memory_type = MemoryType.Shared
             cache.domain.loop = list(cache.logical)
-            _tile(cache, id_map, inner_sets, params, fast_second=False)
+            _tile(cache, id_map, inner_sets, params, fast_second=False, outer_order=outer_order)
             cache.loop[0].replayed_from = reference.loop[0]  # the same block: tiles meet in shared memory
         # The other inputs' loads get their own nest in the tile's second pass: all of a
         # thread's loads in flight before its first store (a store may alias a later load).
         limits = {c.name: 1 for c in caches.inputs if c not in staged}
         # A vector stored from a local cache: the cache is filled in its own loops (inside
         # the tile's serial loop), then stored a vector at a time.
-        limits.update({c.name: 2 for c in caches.outputs if params.vectorize > 1})
+        stored_in_vectors = [c for c in caches.outputs if any(o.name in vectorized for u in c.uses for o in u.outputs)]
+        limits.update({c.name: 2 for c in stored_in_vectors})
         common.inline(fusion, limits)
         names = ", ".join(f"T{c.name}" for c in staged)
         return ScheduleRecord(reference=f"T{reference.name}", notes=[f"staged through shared memory: {names}"])
@@ -177,7 +183,12 @@ def _staged(group: GroupView, reference: TensorView) -> list[TensorView]:
 
 
 def _tile(
-    tv: TensorView, id_map: IdMap, inner_sets: tuple[int, int], params: TransposeParams, fast_second: bool
+    tv: TensorView,
+    id_map: IdMap,
+    inner_sets: tuple[int, int],
+    params: TransposeParams,
+    fast_second: bool,
+    outer_order: list[int],
 ) -> None:
     """[others..., in1, in2] -> [BIDx, serial, TIDx] over 32 x 32 tiles; threadIdx.x
     runs along in2 (the reference's fast axis) when `fast_second`, else along in1.
@@ -186,6 +197,8 @@ def _tile(
     by_set = {id_map.exact(d): d for d in dims}
     first, second = by_set[inner_sets[0]], by_set[inner_sets[1]]
     others = [d for d in dims if d is not first and d is not second]
+    rank = {key: pos for pos, key in enumerate(outer_order)}
+    others.sort(key=lambda d: rank.get(id_map.exact(d), len(rank)))  # stable: unknown ones keep their order
     common.reorder_to(tv, [*others, first, second])
     n = len(others)
     tv.split(n + 1, params.tile)  # [.., in1, in2o, in2i]

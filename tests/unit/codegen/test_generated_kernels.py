@@ -762,3 +762,56 @@ def test_a_large_transpose_takes_64_wide_tiles(monkeypatch, shape, vectorize):
     assert (params.tile, params.threads, params.vectorize) == (64, 256, vectorize)
     assert "T6[4160]" in _kernel_bodies(runtime)  # the 64 x 64 tile, a padding element a row
     assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+@pytest.mark.parametrize(
+    ("shape", "x_order"),
+    [
+        ((63, 5, 2, 80), [0, 1, 2, 3]),  # x fully reversed: its outer axes in the other order
+        ((5, 40, 3, 36), [2, 0, 3, 1]),  # x's outer axes 2, 0; y's 0, 2
+        ((4, 3, 34, 5, 33), [3, 2, 0, 4, 1]),  # x's 3, 0, 1; y's 0, 1, 3
+    ],
+)
+def test_a_transpose_agrees_on_its_blocks_whatever_the_inputs_outer_order(shape, x_order):
+    """The staged input merges the axes outside the tile into blockIdx in the reference's
+    order, not its own: a block index names one tile on both sides (rank 4 and up, where
+    two outer axes can come in either order)."""
+
+    def build(fd):
+        rank = len(shape)
+        t0 = fd.define_tensor(shape=[-1] * rank, contiguity=True, dtype=DataType.Float, stride_order=x_order)
+        t1 = fd.define_tensor(shape=[-1] * rank, contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.add(t0, t1))
+
+    x = _rand(*shape)
+    # x laid out with stride_order (the innermost axis has order 0), as nvFuser reads it
+    axes_outer_first = sorted(range(len(shape)), key=lambda a: -x_order[a])
+    x = np.ascontiguousarray(np.transpose(x, axes_outer_first)).transpose(np.argsort(axes_outer_first))
+    inputs = [x, _rand(*shape)]
+    runtime = _fusion_runtime(build, inputs)
+    (group,) = runtime.segmented.groups
+    assert group.params.scheduler.value == "transpose"
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+@pytest.mark.parametrize(("staged_inputs", "tile"), [(3, 64), (4, 32)])
+def test_large_tiles_only_where_their_shared_memory_leaves_four_blocks_an_sm(monkeypatch, staged_inputs, tile):
+    """Each staged float input takes 64 x 65 x 4 bytes at 64-wide tiles: three of them
+    (50 KB) leave four blocks an SM of the H100's 228 KB, four (67 KB) would not."""
+    from fuser_core.scheduler import transpose
+
+    monkeypatch.setattr(transpose, "LARGE_TILE_MIN_TILES_PER_SM", 0)
+
+    def build(fd):
+        x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float, stride_order=[0, 1])
+        total = x
+        for _ in range(staged_inputs):
+            total = fd.ops.add(total, fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float))
+        fd.add_output(total, stride_order=[0, 1])
+
+    inputs = [np.asfortranarray(_rand(128, 128))] + [_rand(128, 128) for _ in range(staged_inputs)]
+    runtime = _fusion_runtime(build, inputs)
+    (group,) = runtime.segmented.groups
+    assert len(group.params.staged) == staged_inputs
+    assert group.params.tile == tile
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]

@@ -126,3 +126,14 @@ def test_mapped_axes_of_different_sizes_are_an_error_naming_the_op():
         fd.execute(inputs)
     # dy (input 0) meets the mean first where g multiplies x_hat
     assert err.value.op == "mul" and "has size 2199" in str(err.value) and "size 2200" in str(err.value)
+
+
+def test_its_row_blocks_follow_the_target_occupancy_not_the_raised_one():
+    """The inner persistent split's raise to the blocks its registers allow is not taken
+    here: at 8192 x 1536 bf16 it asked for 6 blocks an SM (792 row blocks), of which the
+    kernel's registers let 5 reside, and the 132 past them ran as a second wave."""
+    fd = _definition(layer_norm_backward)
+    runtime = _runtime(fd, _layer_norm_backward_inputs(rows=8192, width=1536))
+    (group,) = runtime.segmented.groups
+    assert group.scheduler == SchedulerType.inner_outer_persistent
+    assert (group.params.min_blocks_per_sm, group.params.row_blocks) == (5, 660)

@@ -50,19 +50,27 @@ def test_the_chosen_split_takes_the_blocks_its_registers_allow():
     registers and the overhead's 16 leave room for a fifth at 48 a thread."""
     split = choose_split(512, 16384, 8 * 8, False, H100_SXM)
     assert (split.padded_x, split.batch, split.blocks_per_sm, split.registers) == (256, 2, 4, 64)
-    more = with_most_blocks(split, False, H100_SXM)
+    more = with_most_blocks(split, False, H100_SXM, rows=16384)
     assert (more.padded_x, more.batch, more.blocks_per_sm, more.registers) == (256, 2, 5, 48)
     assert more.spare_registers == 16 and more.warps_per_sm == 40
     # exp's longer live ranges (32 of overhead) leave 4 blocks; registers kept for results
     # beside the buffers count too
-    assert with_most_blocks(split, True, H100_SXM) == split
-    assert with_most_blocks(split, False, H100_SXM, reserved_registers=16) == split
-    # never past the SM's 2048 threads
-    small = choose_split(512, 16384, 2 * 8, False, H100_SXM)
-    assert (
-        with_most_blocks(small, False, H100_SXM).threads * with_most_blocks(small, False, H100_SXM).blocks_per_sm
-        <= 2048
-    )
+    assert with_most_blocks(split, True, H100_SXM, rows=16384) == split
+    assert with_most_blocks(split, False, H100_SXM, rows=16384, reserved_registers=16) == split
+
+
+def test_the_raise_stays_within_the_sms_blocks_and_the_rows():
+    # blocks of one warp (a row each): 32 an SM at most, though 64 would fit the threads
+    # and the registers (asked of a split sized for 100 rows, as if there were more)
+    split = choose_split(16, 100, 4 * 8, True, H100_SXM)
+    assert split.threads == 32 and split.blocks_per_sm < H100_SXM.max_blocks_per_sm
+    raised = with_most_blocks(split, True, H100_SXM, rows=1_000_000)
+    assert raised.blocks_per_sm == H100_SXM.max_blocks_per_sm == 32
+    # never more blocks an SM than the rows give it: 100 rows, a block each
+    assert with_most_blocks(split, True, H100_SXM, rows=100) == split
+    # a floor of 40 registers a thread: small buffers do not squeeze the kernel to 32
+    small = choose_split(256, 16384, 2 * 8, False, H100_SXM)
+    assert with_most_blocks(small, False, H100_SXM, rows=16384).registers >= 40
 
 
 @pytest.mark.parametrize("lanes", [4008, 16032, 501, 1000, 33, 7])
