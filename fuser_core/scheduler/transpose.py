@@ -1,7 +1,8 @@
 """The transpose scheduler: inputs and outputs disagree on their innermost axis.
 
 Reading one tensor along its fast axis means writing the other across its slow one,
-so the data goes through a 32 x 32 tile in shared memory: the reference (an output)
+so the data goes through a 32 x 32 tile in shared memory (64 x 64 for large
+transposes): the reference (an output)
 splits both inner axes by the tile, merges the tile's outer parts and every other
 axis into blockIdx.x, and walks the tile with threadIdx.x along its own fast axis;
 each staged input (a shared-memory cache) walks the same tile with threadIdx.x along
@@ -190,7 +191,7 @@ def _tile(
     fast_second: bool,
     outer_order: list[int],
 ) -> None:
-    """[others..., in1, in2] -> [BIDx, serial, TIDx] over 32 x 32 tiles; threadIdx.x
+    """[others..., in1, in2] -> [BIDx, serial, TIDx] over `params.tile`-wide tiles; threadIdx.x
     runs along in2 (the reference's fast axis) when `fast_second`, else along in1.
     The reference's side ends in a vector along in2: [BIDx, serial, TIDx, V]."""
     dims = [d for d in common.layout_order(tv) if not d.is_reduction]
