@@ -5,7 +5,8 @@ so the data goes through a 32 x 32 tile in shared memory (64 x 64 for large
 transposes): the reference (an output) splits both inner axes by the tile, merges the
 tile's outer parts and every other axis into blockIdx.x, and walks the tile with
 threadIdx.x along its own fast axis; each staged input (a shared-memory cache) walks
-the same tile with threadIdx.x along *its* fast axis. Both sides of global memory are then accessed in whole lines.
+the same tile with threadIdx.x along *its* fast axis. Both sides of global memory are
+then accessed in whole lines.
 
 The reference's side (its outputs and the inputs read along its fast axis) moves in
 vectors of up to 16 bytes along that axis, as nvFuser's transpose scheduler does: a
