@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
+from typing import TypeGuard
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.ir.dtype import DataType
@@ -34,7 +35,7 @@ def index_bounds() -> Iterator[dict[str, int]]:
 
 def bound(node: k.Node) -> int | None:
     """An exclusive upper bound of a non-negative index expression, when one is known."""
-    if isinstance(node, k.Const) and isinstance(node.value, int) and not isinstance(node.value, bool):
+    if isinstance(node, k.Const) and is_int(node.value):
         return node.value + 1 if node.value >= 0 else None
     if isinstance(node, k.Var):
         table = _bounds.get()
@@ -56,7 +57,7 @@ def bound(node: k.Node) -> int | None:
 
 def _factor(node: k.Node) -> int:
     """A constant the expression is known to be a multiple of (1 when none)."""
-    if isinstance(node, k.Const) and isinstance(node.value, int) and not isinstance(node.value, bool):
+    if isinstance(node, k.Const) and is_int(node.value):
         return abs(node.value) or 1 << 30
     if isinstance(node, k.Bin) and node.op == "*":
         return _factor(node.a) * _factor(node.b)
@@ -81,6 +82,11 @@ def _split_sum(node: k.Node, m: int) -> tuple[k.Node, k.Node] | None:
     return None
 
 
+def is_int(value: object) -> TypeGuard[int]:
+    """An integer literal's value (a bool is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def const_value(node: k.Node) -> int | float | bool | None:
     return node.value if isinstance(node, k.Const) else None
 
@@ -91,11 +97,11 @@ def _c(value: int) -> k.Const:
 
 def _offset(node: k.Node) -> tuple[k.Node | None, int]:
     """`x + c` as (x, c); a constant as (None, c)."""
-    if isinstance(node, k.Const) and isinstance(node.value, int) and not isinstance(node.value, bool):
+    if isinstance(node, k.Const) and is_int(node.value):
         return None, node.value
     if isinstance(node, k.Bin) and node.op in "+-" and isinstance(node.b, k.Const):
         value = node.b.value
-        if isinstance(value, int) and not isinstance(value, bool):
+        if is_int(value):
             return node.a, value if node.op == "+" else -value
     return node, 0
 
@@ -120,7 +126,7 @@ def add(a: k.Node, b: k.Node) -> k.Node:
 
 def sub(a: k.Node, b: k.Node) -> k.Node:
     value = const_value(b)
-    if isinstance(value, int) and not isinstance(value, bool):
+    if is_int(value):
         return add(a, _c(-value))
     if a == b:
         return _c(0)
@@ -148,7 +154,7 @@ def div(a: k.Node, b: k.Node) -> k.Node:
         return _c(0)
     if va is not None and vb is not None and int(vb) != 0 and int(va) >= 0 and int(vb) > 0:
         return _c(int(va) // int(vb))
-    if isinstance(vb, int) and not isinstance(vb, bool) and vb > 0:
+    if is_int(vb) and vb > 0:
         a_bound = bound(a)
         if a_bound is not None and a_bound <= vb:
             return _c(0)
@@ -173,7 +179,7 @@ def mod(a: k.Node, b: k.Node) -> k.Node:
         return _c(0)
     if va is not None and vb is not None and int(vb) > 0 and int(va) >= 0:
         return _c(int(va) % int(vb))
-    if isinstance(vb, int) and not isinstance(vb, bool) and vb > 0:
+    if is_int(vb) and vb > 0:
         a_bound = bound(a)
         if a_bound is not None and a_bound <= vb:
             return a
@@ -196,7 +202,7 @@ def lt(a: k.Node, b: k.Node) -> k.Node:
     if va is not None and vb is not None:
         return k.Const(BOOL, bool(va < vb))
     a_bound = bound(a)
-    if a_bound is not None and isinstance(vb, int) and not isinstance(vb, bool) and a_bound <= vb:
+    if a_bound is not None and is_int(vb) and a_bound <= vb:
         return k.Const(BOOL, True)
     divisor = const_value(a.b) if isinstance(a, k.Bin) else None
     if isinstance(a, k.Bin) and a.op == "/" and a.dtype.is_integral and (divisor is None or divisor > 0):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from fuser_core.errors import FuserError, InternalError
 from fuser_core.ir import iter_domain as idx
@@ -129,6 +129,12 @@ class TensorDomain(Statement):
         if not self.loop:
             return "[ ]"
         return "[ " + ", ".join(i.to_string() for i in self.loop) + " ]"
+
+
+def tensors_of(exprs: Iterable[Expr]) -> list[TensorView]:
+    """The tensors the expressions read or write, each once, in order of appearance."""
+    found = {id(v): v for e in exprs for v in (*e.inputs, *e.outputs) if isinstance(v, TensorView)}
+    return list(found.values())
 
 
 def no_reductions(ids: Sequence[IterDomain]) -> list[IterDomain]:

@@ -27,7 +27,7 @@ from fuser_core.ir.evaluator import ExpressionEvaluator
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import IterDomain
 from fuser_core.ir.scalar import Scalar, normalize_value
-from fuser_core.ir.tensor_view import TensorView
+from fuser_core.ir.tensor_view import TensorView, tensors_of
 from fuser_core.scheduler.id_map import IdMap, constant_axes, constant_extents, symbolic_axes
 
 
@@ -196,9 +196,7 @@ def _raise_conflict(fusion: Fusion, a: IterDomain, b: IterDomain) -> None:
 
 
 def _tensors_of(fusion: Fusion) -> list[TensorView]:
-    exprs = [e for e in fusion.exprs() if e.is_tensor_op()]
-    found = {id(v): v for e in exprs for v in (*e.inputs, *e.outputs) if isinstance(v, TensorView)}
-    return list(found.values())
+    return tensors_of(e for e in fusion.exprs() if e.is_tensor_op())
 
 
 def _error_at(op: Expr | None, message: str) -> FuserError:

@@ -32,6 +32,15 @@ class IoCaches:
     outputs: list[TensorView]  # local tensors the outputs copy from (vectorized stores)
 
 
+def vector_accessed(fusion: Fusion, input_caches: Sequence[TensorView], scalar_access: Sequence[int]) -> set[int]:
+    """Names of the tensors accessed in vectors: the caches of the inputs among
+    `input_caches` and the fusion's outputs, except those of `scalar_access` (read or
+    written element by element)."""
+    loads = {c.name for c in input_caches if c.definition.inputs[0].name not in scalar_access}  # type: ignore[union-attr]
+    stores = {tv.name for tv in fusion.outputs if isinstance(tv, TensorView) and tv.name not in scalar_access}
+    return loads | stores
+
+
 def cache_io(fusion: Fusion) -> IoCaches:
     inputs = [cache_after(tv) for tv in fusion.inputs if isinstance(tv, TensorView) and tv.uses]
     outputs = [cache_before(tv) for tv in fusion.outputs if isinstance(tv, TensorView) and tv.definition is not None]

@@ -132,11 +132,7 @@ class PointwiseScheduler:
         common.reorder_to(reference, dims)
         _schedule_reference(reference, params, len(dims))
         unswitch = common.position_of(reference, ParallelType.Unswitch)
-        vectorized = {
-            tv.name
-            for tv in caches.inputs
-            if tv.definition.inputs[0].name not in params.scalar_access  # type: ignore[union-attr]
-        } | {tv.name for tv in fusion.outputs if isinstance(tv, TensorView) and tv.name not in params.scalar_access}
+        vectorized = common.vector_accessed(fusion, caches.inputs, params.scalar_access)
         common.propagate_from(fusion, reference, vectorized=vectorized)
         # Cached loads and stores are computed at the unswitch loop, so a thread issues all
         # its loads before the first use; the position is the tensor's own, which is fewer

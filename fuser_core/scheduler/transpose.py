@@ -136,10 +136,7 @@ class TransposeScheduler:
         vectorized: set[int] = set()
         if params.vectorize > 1:
             unstaged = [c for c in caches.inputs if c not in staged]
-            vectorized = {c.name for c in unstaged if c.definition.inputs[0].name not in params.scalar_access}  # type: ignore[union-attr]
-            vectorized |= {
-                tv.name for tv in fusion.outputs if isinstance(tv, TensorView) and tv.name not in params.scalar_access
-            }
+            vectorized = common.vector_accessed(fusion, unstaged, params.scalar_access)
         common.propagate_from(fusion, reference, vectorized=vectorized)
         for cache in staged:
             cache.memory_type = MemoryType.Shared

@@ -11,7 +11,7 @@ from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.elementwise import _convert_const, _elementwise
 from fuser_core.codegen.lower.model import HARDWARE, INDEX, Instance, _Scope, concrete, read_by_writers
 from fuser_core.codegen.lower.order import _hoisted
-from fuser_core.codegen.simplify import const_value
+from fuser_core.codegen.simplify import const_value, is_int
 from fuser_core.errors import InternalError
 from fuser_core.ir.base import Val
 from fuser_core.ir.dtype import DataType
@@ -21,7 +21,7 @@ from fuser_core.ir.iter_domain import IterDomain
 from fuser_core.ir.rng import unbound_rng_states
 from fuser_core.ir.scalar import Scalar
 from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp, WelfordOp
-from fuser_core.ir.tensor_view import MemoryType, TensorView
+from fuser_core.ir.tensor_view import MemoryType, TensorView, tensors_of
 from fuser_core.scheduler.id_map import IdMap, constant_extents, symbolic_axes
 
 
@@ -85,8 +85,7 @@ class Arguments:
                     self.scalar_args.append(k.ScalarArg(name, leaf.dtype, -1, leaf=leaf.name))
                     self.scalars[id(leaf)] = k.ScalarParam(leaf.dtype, name)
         id_map = IdMap(self.exprs)
-        tensors = {id(v): v for e in self.exprs for v in (*e.inputs, *e.outputs) if isinstance(v, TensorView)}
-        constants = constant_extents(id_map, tensors.values())
+        constants = constant_extents(id_map, tensors_of(self.exprs))
         for pos, tv in enumerate(self.inputs):
             self._bind_tensor(tv, pos, is_output=False, id_map=id_map, constants=constants)
         self._one_extent_per_mapped_axis(id_map)
@@ -235,14 +234,10 @@ def _folded(node: k.Node) -> k.Node:
     """Extent math on literals as its value: an axis made static (`ceilDiv(32064, 8)`)."""
     if isinstance(node, k.Call) and node.fn == "ceilDiv" and len(node.args) == 2:
         a, b = (const_value(arg) for arg in node.args)
-        if _is_int(a) and _is_int(b) and a >= 0 and b > 0:  # type: ignore[operator]
-            return k.Const(node.dtype, -(-a // b))  # type: ignore[operator]
+        if is_int(a) and is_int(b) and a >= 0 and b > 0:
+            return k.Const(node.dtype, -(-a // b))
     if isinstance(node, k.Bin) and node.op in ("*", "+") and node.dtype.is_integral:
         a, b = const_value(node.a), const_value(node.b)
-        if _is_int(a) and _is_int(b):
-            return k.Const(node.dtype, a * b if node.op == "*" else a + b)  # type: ignore[operator]
+        if is_int(a) and is_int(b):
+            return k.Const(node.dtype, a * b if node.op == "*" else a + b)
     return node
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.model import HARDWARE, INDEX
+from fuser_core.codegen.simplify import const_value, is_int
 
 
 def use_fast_division(body: list[k.Stmt]) -> list[k.DivisorArg]:
@@ -66,8 +67,8 @@ class _Rewriter:
             if node.op in k.FAST_DIVISION and node.dtype == INDEX and self.non_negative(a):
                 if _is_extent_product(b):
                     return k.FastDiv(INDEX, node.op, a, self.divisor(b))
-                constant = b.value if isinstance(b, k.Const) else None
-                if isinstance(constant, int) and not isinstance(constant, bool) and constant > 1:
+                constant = const_value(b)
+                if is_int(constant) and constant > 1:
                     return k.FastDiv(INDEX, node.op, a, constant)
             return node if a is node.a and b is node.b else k.Bin(node.dtype, node.op, a, b)
         if isinstance(node, k.Un | k.Cast | k.Read):

@@ -19,7 +19,7 @@ from fuser_core.codegen.lower.model import (
 from fuser_core.codegen.simplify import const_value
 from fuser_core.ir.iter_domain import IterDomain, ParallelType, Resize
 from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
-from fuser_core.ir.tensor_view import TensorView, transforms_between
+from fuser_core.ir.tensor_view import TensorView, tensors_of, transforms_between
 
 SERIAL_TYPES = (ParallelType.Serial, ParallelType.Unroll)
 
@@ -91,12 +91,9 @@ class Loops(Arguments):
         itself), is padded, sliced or concatenated: a Resize between its root and loop
         domains."""
         if self._any_resize is None:
-            tensors = {
-                id(v): v for e in self.fusion.exprs() for v in (*e.inputs, *e.outputs) if isinstance(v, TensorView)
-            }
             self._any_resize = any(
                 isinstance(t, Resize)
-                for tv in tensors.values()
+                for tv in tensors_of(self.fusion.exprs())
                 for t in transforms_between(tv.domain.maybe_root, tv.loop)
             )
         return self._any_resize
