@@ -75,7 +75,11 @@ class Indexing(Predicates):
             if lanes is not None and concrete(dim).name in lanes:
                 var = lanes[concrete(dim).name]
             index[id(dim)] = var
-            overflow[id(dim)] = concrete(dim) is not dim and self.extent(dim) != self.extent(concrete(dim))
+            # a loop shorter than the one it runs in (same_extent: not merely spelled through
+            # another tensor's size of the same mapped axis) runs past its own extent
+            overflow[id(dim)] = concrete(dim) is not dim and self.same_extent(self.extent(dim)) != self.same_extent(
+                self.extent(concrete(dim))
+            )
         valid: k.Node = TRUE
         for expr in reversed(transforms_between(tv.logical, tv.loop)):
             implied = self._backward(expr, index)

@@ -138,11 +138,27 @@ def _propagate_overflow(lowering: Arguments, expr: object, overflow: dict[int, b
 
 
 def _divides(lowering: Arguments, inp: IterDomain, expr: Split) -> bool:
-    extent = const_value(lowering.extent(inp))
+    """Whether the split's factor divides its input's extent at every launch: a factor of
+    1, constants that divide, or a split the scheduler promised divides (`divisible`)."""
     factor = const_value(lowering.scalar(expr.inputs[1], INDEX))
+    if factor == 1 or _promised_divisible(lowering, expr):
+        return True
+    extent = const_value(lowering.extent(inp))
     if extent is None or factor is None:
         return False
     return int(extent) % int(factor) == 0
+
+
+def _promised_divisible(lowering: Arguments, t: Split) -> bool:
+    """A split the scheduler made knowing its factor divides (a vector width), replayed
+    onto an axis as long as the one it split: a replay onto a tensor that lacks an
+    expanded axis of it splits a shorter axis, which need not divide."""
+    if not t.divisible:
+        return False
+    scheduled = concrete(t.outputs[1]).definition  # type: ignore[arg-type]
+    if not isinstance(scheduled, Split):
+        return False
+    return bool(lowering.extent(t.inputs[0]) == lowering.extent(scheduled.inputs[0]))  # type: ignore[arg-type]
 
 
 def first_lanes(lowering: Arguments, tv: TensorView, from_root: bool = False) -> dict[str, k.Node]:
@@ -161,14 +177,7 @@ def first_lanes(lowering: Arguments, tv: TensorView, from_root: bool = False) ->
     loop = {id(d) for d in tv.loop}
     lanes: dict[str, k.Node] = {}
     for t in transforms:
-        if not (isinstance(t, Split) and t.divisible and id(t.outputs[1]) in loop):
-            continue
-        # the split the scheduler made (and knows divides) is the one of the lane's concrete
-        # loop; this tensor's split input must be as long as that one's
-        scheduled = concrete(t.outputs[1]).definition  # type: ignore[arg-type]
-        if not isinstance(scheduled, Split):
-            continue
-        if lowering.extent(t.inputs[0]) != lowering.extent(scheduled.inputs[0]):  # type: ignore[arg-type]
+        if not (isinstance(t, Split) and id(t.outputs[1]) in loop and _promised_divisible(lowering, t)):
             continue
         lanes[loop_var(t.outputs[1]).name] = k.Const(INDEX, 0)  # type: ignore[arg-type]
     return lanes
