@@ -45,6 +45,7 @@ from fuser_core.runtime.dumps import print_kernel_texts, print_scheduled
 from fuser_core.runtime.executor_cache import FusionExecutorCache
 from fuser_core.runtime.kernel_runtime import FusionKernelRuntime
 from fuser_core.runtime.launch_errors import CudaFaultError
+from fuser_core.runtime.streams import torch_launch_stream
 
 _SEQUENCES = (list, tuple)  # the inputs the fast path takes (a tuple: isinstance's quickest)
 
@@ -361,7 +362,22 @@ class FusionDefinition:
         """Run the fusion and return its outputs: torch tensors on the inputs' device for
         torch inputs, NumPy or CuPy arrays for theirs. An aliased output
         (add_output(alias_input=), batch_norm's running stats) is written into its input
-        in place and not returned, as nvFuser does."""
+        in place and not returned, as nvFuser does. Torch inputs run on torch's current
+        stream (runtime/streams.py)."""
+        stream = torch_launch_stream(inputs) if isinstance(inputs, _SEQUENCES) else None
+        if stream is not None:
+            with stream:  # torch's stream is CuPy's current one in there: this call again
+                return self.execute(
+                    inputs,
+                    device=device,
+                    override_user_schedule=override_user_schedule,
+                    capture_debug_output=capture_debug_output,
+                    print_repro=print_repro,
+                    profile=profile,
+                    save_repro_inputs=save_repro_inputs,
+                    _enable_options=_enable_options,
+                    _disable_options=_disable_options,
+                )
         # A cache hit the fast path replays, its outputs the caller's as they are: no more
         # Python between the call and the launch than the replay itself.
         entry = self._entry

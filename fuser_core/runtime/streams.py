@@ -1,0 +1,54 @@
+"""The stream a run launches on: CuPy's current stream, unless the inputs are CUDA torch
+tensors and torch's current stream on their device is another one. nvFuser launches on
+torch's current stream (`at::cuda::getCurrentCUDAStream()`): a run inside
+`with torch.cuda.stream(s):` is ordered after the work queued on `s` that made its
+inputs, and its outputs are ready for what is queued on `s` after it. Here that stream
+becomes CuPy's current stream for the run, so that the kernels, the allocations of
+CuPy's pool (ordered per stream) and the events of a profile all use it.
+
+torch and CuPy are found in sys.modules, never imported here.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+# CuPy's handle on each torch stream met, by (device, stream pointer).
+_EXTERNAL: dict[tuple[int, int], Any] = {}
+
+
+def torch_launch_stream(inputs: Sequence[Any]) -> Any | None:
+    """CuPy's handle on torch's current stream where the first tensor input is a CUDA
+    torch tensor and that stream is neither torch's default stream nor CuPy's current
+    one; else None (nothing to do: CuPy or host inputs, torch's default stream, or both
+    libraries on the same stream)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    tensor_type = torch.Tensor
+    tensor = next((v for v in inputs if isinstance(v, tensor_type)), None)
+    if tensor is None or not tensor.is_cuda:
+        return None
+    device = tensor.get_device()
+    pointer = _current_stream_pointer(torch, device)
+    # torch on its default (legacy) stream, as almost every call is: CuPy's current stream
+    # is taken as it is, with no call into CuPy (a cache hit's host time is microseconds).
+    cupy = sys.modules.get("cupy")
+    if pointer == 0 or cupy is None or pointer == cupy.cuda.get_current_stream().ptr:
+        return None
+    stream = _EXTERNAL.get((device, pointer))
+    if stream is None:
+        stream = cupy.cuda.ExternalStream(pointer, device)
+        _EXTERNAL[(device, pointer)] = stream
+    return stream
+
+
+def _current_stream_pointer(torch: Any, device: int) -> int:
+    # torch's own raw accessor (what Triton's launcher reads) where it has one: no Stream
+    # object made for each call.
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(device))
+    return int(torch.cuda.current_stream(device).cuda_stream)
