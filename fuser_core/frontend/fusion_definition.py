@@ -364,44 +364,46 @@ class FusionDefinition:
         (add_output(alias_input=), batch_norm's running stats) is written into its input
         in place and not returned, as nvFuser does. Torch inputs run on torch's current
         stream (runtime/streams.py)."""
-        stream = torch_launch_stream(inputs) if isinstance(inputs, _SEQUENCES) else None
-        if stream is not None:
-            with stream:  # torch's stream is CuPy's current one in there: this call again
-                return self.execute(
-                    inputs,
-                    device=device,
-                    override_user_schedule=override_user_schedule,
-                    capture_debug_output=capture_debug_output,
-                    print_repro=print_repro,
-                    profile=profile,
-                    save_repro_inputs=save_repro_inputs,
-                    _enable_options=_enable_options,
-                    _disable_options=_disable_options,
-                )
         # A cache hit the fast path replays, its outputs the caller's as they are: no more
         # Python between the call and the launch than the replay itself.
         entry = self._entry
         hit = None
-        if (
+        plain = (
             entry is not None
             and entry.plain_call
             and device is None
             and not (print_repro or profile or capture_debug_output or _enable_options or _disable_options)
             and isinstance(inputs, _SEQUENCES)
-            and (executor := entry.executor_or_none) is not None
-        ):
-            try:
-                # The last plan replayed, if these inputs are like its own: no key made.
-                outputs = executor.replay_final(inputs)
-                if outputs is not None:
-                    return outputs
-                if len(inputs) == len(entry.input_slots):
-                    hit = executor.fast_hit(inputs)
-                    if hit is not None and hit[0].final:
-                        return executor.run_fast(hit, inputs)
-            except CudaFaultError as err:
-                err.location = err.location or caller_location()
-                raise
+        )
+        executor = entry.executor_or_none if plain and entry is not None else None
+        try:
+            # The last plan replayed, if these inputs are like its own: no key made.
+            outputs = executor.replay_final(inputs) if executor is not None else None
+            if outputs is not None:
+                return outputs
+            # Torch inputs under a stream of torch's own (a replay declines them): this call
+            # again, with that stream made CuPy's current one.
+            stream = torch_launch_stream(inputs) if isinstance(inputs, _SEQUENCES) else None
+            if stream is not None:
+                with stream:
+                    return self.execute(
+                        inputs,
+                        device=device,
+                        override_user_schedule=override_user_schedule,
+                        capture_debug_output=capture_debug_output,
+                        print_repro=print_repro,
+                        profile=profile,
+                        save_repro_inputs=save_repro_inputs,
+                        _enable_options=_enable_options,
+                        _disable_options=_disable_options,
+                    )
+            if executor is not None and entry is not None and len(inputs) == len(entry.input_slots):
+                hit = executor.fast_hit(inputs)
+                if hit is not None and hit[0].final:
+                    return executor.run_fast(hit, inputs)
+        except CudaFaultError as err:
+            err.location = err.location or caller_location()
+            raise
         entry = self._defined("execute()")
         if print_repro:
             print(self.repro_script_for(inputs))

@@ -60,6 +60,7 @@ from fuser_core.runtime.kernel_runtime import (
 from fuser_core.runtime.launch_errors import CudaFaultError
 from fuser_core.runtime.roofline import RooflineEstimate, estimate_group
 from fuser_core.runtime.signature import InputSignature
+from fuser_core.runtime.streams import replay_stream_check
 from fuser_core.scheduler.device import select_device
 
 LEVELS = ("input key", "concretization", "runtime")
@@ -277,6 +278,8 @@ class FusionExecutorCache:
         if guard is None:
             return _no_replay
         lines, names = guard
+        stream_lines, stream_names = replay_stream_check(inputs)
+        lines, names = [*lines, *stream_lines], {**names, **stream_names}
         names.update(
             entry=entry,
             plan=entry.plan,

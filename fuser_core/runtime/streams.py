@@ -45,6 +45,33 @@ def torch_launch_stream(inputs: Sequence[Any]) -> Any | None:
     return stream
 
 
+def replay_stream_check(inputs: Sequence[Any]) -> tuple[list[str], dict[str, Any]]:
+    """Lines of a fast-path replay (executor_cache._REPLAY) that decline the call (return
+    None) where torch's current stream on the first CUDA torch input's device is neither
+    its default stream nor CuPy's current one: the caller then runs it again with that
+    stream made CuPy's (torch_launch_stream). On torch's default stream, one call."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return [], {}
+    tensor = next((v for v in inputs if isinstance(v, torch.Tensor)), None)
+    if tensor is None or not tensor.is_cuda:
+        return [], {}
+    cupy = sys.modules["cupy"]  # a replay launches through CuPy
+    names = {
+        "torch_stream": lambda device: _current_stream_pointer(torch, device),
+        "cupy_stream": cupy.cuda.get_current_stream,
+    }
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        names["torch_stream"] = raw
+    lines = [
+        f"    stream = torch_stream({tensor.get_device()})",
+        "    if stream and stream != cupy_stream().ptr:",
+        "        return None",
+    ]
+    return lines, names
+
+
 def _current_stream_pointer(torch: Any, device: int) -> int:
     # torch's own raw accessor (what Triton's launcher reads) where it has one: no Stream
     # object made for each call.
