@@ -87,6 +87,13 @@ class TransposeScheduler:
         small = [d for d in (_inner(reference), _inner(staged[0])) if d is not None and info.extent(d) < TILE]
         if small:
             return reject(self.type, f"transposed inner dimension {small[0]} is shorter than a {TILE}-wide tile")
+        shared = sum(TILE * (TILE + 1) * tv.dtype.itemsize for tv in staged)
+        if shared > info.device.shared_memory_per_block:
+            return reject(
+                self.type,
+                f"its {len(staged)} staged inputs need {shared} bytes of shared memory as {TILE} x {TILE} "
+                f"tiles, more than a block's {info.device.shared_memory_per_block}",
+            )
         return None
 
     def heuristics(self, group: GroupView, info: RuntimeInfo) -> TransposeParams:

@@ -764,6 +764,29 @@ def test_a_large_transpose_takes_64_wide_tiles(monkeypatch, shape, vectorize):
     assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
 
 
+def test_a_transpose_whose_tiles_overflow_shared_memory_is_left_to_the_pointwise_scheduler():
+    """60 float inputs read across their fast axis: 60 tiles of 32 x 33 floats need
+    253,440 bytes of shared memory, more than a block's 227 KiB on an H100; 50 fit."""
+
+    def build(count):
+        def fusion(fd):
+            total = None
+            for _ in range(count):
+                t = fd.ops.permute(fd.define_tensor(shape=[-1, -1], contiguity=True), dims=[1, 0])
+                total = t if total is None else fd.ops.add(total, t)
+            fd.add_output(total, stride_order=[1, 0])  # row-major: every input read across
+
+        return fusion
+
+    for count, scheduler in [(60, "pointwise"), (50, "transpose")]:
+        inputs = [_rand(33, 40) for _ in range(count)]
+        runtime = _fusion_runtime(build(count), inputs)
+        (group,) = runtime.segmented.groups
+        assert group.scheduler.value == scheduler
+        if count == 60:
+            assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
 @pytest.mark.parametrize(
     ("shape", "x_order"),
     [
