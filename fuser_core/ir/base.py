@@ -81,6 +81,14 @@ class Expr(Statement):
 
     # The name nvFuser's frontend and printers use for the op (for messages).
     op_name = "expr"
+    # The frontend op that made this expression, where it is another (expand of an axis
+    # already that long is a set): what errors about it name.
+    user_op: str | None = None
+
+    @property
+    def user_name(self) -> str:
+        """The op as the user wrote it: `user_op`, else `op_name`."""
+        return self.user_op or self.op_name
 
     def __init__(
         self,

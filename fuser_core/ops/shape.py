@@ -168,7 +168,7 @@ def expand(
     if expanded:
         ExpandOp(out, tv, sizes)  # type: ignore[arg-type]
     else:
-        arith.LoadStoreOp(out, tv)
+        arith.LoadStoreOp(out, tv).user_op = op  # its size checks name `op`, not set
     return out
 
 

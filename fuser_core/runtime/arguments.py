@@ -203,7 +203,7 @@ def _error_at(op: Expr | None, message: str) -> FuserError:
     """`message` as an error of `op` (its name, output and script line)."""
     if op is None:
         return FuserError(message)
-    return FuserError(message, op=op.op_name, tensor=str(op.outputs[0]), location=op.location)
+    return FuserError(message, op=op.user_name, tensor=str(op.outputs[0]), location=op.location)
 
 
 def _raise_mismatch(fusion: Fusion, first: tuple[int, int, int], other: tuple[int, int, int]) -> None:

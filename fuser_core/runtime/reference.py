@@ -100,7 +100,7 @@ def _run(expr: Expr, values: list[Any], ev: ExpressionEvaluator) -> list[Any]:
     except (ValueError, IndexError, TypeError) as err:
         raise FuserError(
             f"cannot evaluate on inputs of shapes {_shapes(values)}: {err}",
-            op=expr.op_name,
+            op=expr.user_name,
             tensor=str(expr.outputs[0]),
             location=expr.location,
         ) from err
@@ -125,7 +125,7 @@ def _check_shape(expr: Expr, out: TensorView, result: Any, values: list[Any], ev
         )
     else:
         message += f": its input of shape {_shapes(values)[0] if _shapes(values) else []} does not fit them"
-    raise FuserError(message, op=expr.op_name, tensor=f"T{out.name}", location=expr.location)
+    raise FuserError(message, op=expr.user_name, tensor=f"T{out.name}", location=expr.location)
 
 
 def _output_value(fusion: Fusion, out: Val, value: Any) -> Any:

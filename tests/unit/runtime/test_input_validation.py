@@ -138,6 +138,20 @@ def test_a_symbolic_axis_tied_to_a_static_one_must_have_its_size() -> None:
     assert "input 0 (T0) axis 1 has size 5" in err.message and "has size 6" in err.message
 
 
+def test_an_expand_of_an_iterated_axis_to_another_size_names_expand() -> None:
+    """expand([-1, 8]) of an input whose axis 1 is not a broadcast is a copy that ties the
+    axis to 8: an input of another width is refused naming expand (not the copy's set)."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        fd.add_output(fd.ops.expand(t0, shape=[-1, 8]))
+    x = rand((5, 8))
+    (out,) = fd.execute([x])
+    np.testing.assert_allclose(out, x)
+    err = run_error(fd, [rand((5, 3))])
+    assert err.op == "expand"
+    assert "input 0 (T0) axis 1 has size 3" in err.message and "has size 8" in err.message
+
+
 def test_a_pad_made_static_by_concretization_ties_the_other_operand() -> None:
     """With concretize_resize_extents (the default) a pad by scalar widths has a static
     extent once the widths are known: the tensor it is multiplied with must have it."""
