@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from fuser_core import load_repro, use_options
+from fuser_core.codegen import print_kernel
 from fuser_core.codegen.interpreter import LaneWrites, TensorBinding, interpret
 from fuser_core.codegen.lower import lower_group
 from fuser_core.ir.rng import bind_run_seed
@@ -46,6 +47,14 @@ def runtime_and_inputs(script: str, seed: int = 0) -> tuple[Any, list[Any]]:
     with use_options(device_model="h100_sxm", backend="reference"):
         runtime = loaded.fd.runtime_for(inputs)
     return runtime, inputs
+
+
+def kernel_text(script: str) -> tuple[str, Any, list[Any]]:
+    """The CUDA of a script's one generated kernel, with its runtime and inputs."""
+    runtime, inputs = runtime_and_inputs(script)
+    (group,) = [g for g in runtime.segmented.groups if generates_kernel(g)]
+    kernel = lower_group(group.fusion, "k", index_dtype(runtime.signature.index_type))
+    return print_kernel(kernel), runtime, inputs
 
 
 def alloc_order(tv: TensorView) -> list[int]:

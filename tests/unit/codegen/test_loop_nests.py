@@ -8,18 +8,8 @@ import re
 import sys
 from pathlib import Path
 
-from fuser_core.codegen import lower_group, print_kernel
-from fuser_core.runtime.group_lowering import generates_kernel, index_dtype
-
 sys.path.insert(0, str(Path(__file__).parent))
-from kernels_check import SAMPLES_DIR, check_generated_kernels, runtime_and_inputs
-
-
-def _kernel_text(script: str) -> tuple[str, object, list]:
-    runtime, inputs = runtime_and_inputs(script)
-    (group,) = [g for g in runtime.segmented.groups if generates_kernel(g)]
-    kernel = lower_group(group.fusion, "k", index_dtype(runtime.signature.index_type))
-    return print_kernel(kernel), runtime, inputs
+from kernels_check import SAMPLES_DIR, check_generated_kernels, kernel_text
 
 
 def test_an_unrolled_pointwise_kernel_issues_every_load_before_its_first_store():
@@ -27,7 +17,7 @@ def test_an_unrolled_pointwise_kernel_issues_every_load_before_its_first_store()
     a nest of their own, and the output's stores come after all of them (they could not
     pass a store: nothing tells NVRTC the tensors do not alias)."""
     script = (SAMPLES_DIR / "resize_pad_to_broadcast_dynamic.py").read_text().replace("65536", "2000")
-    cuda, runtime, inputs = _kernel_text(script)  # 480,000 elements: unrolled 4 times
+    cuda, runtime, inputs = kernel_text(script)  # 480,000 elements: unrolled 4 times
     loads = [m.start() for m in re.finditer(r"= T[01]\[", cuda)]
     stores = [m.start() for m in re.finditer(r"\bT3\[", cuda)]
     assert len(loads) == 2 and stores
@@ -46,7 +36,7 @@ def test_a_static_rows_steps_around_the_unrolled_axis_stay_a_loop():
     """cross_entropy_bwd's vocabulary is static (the iota meets the logits): its row's two
     steps have a constant count. Around the scheduler's unrolled axis they stay a loop
     (unrolled, every step's loads would be held at once)."""
-    cuda, _, _ = _kernel_text((SAMPLES_DIR / "cross_entropy_bwd.py").read_text())
+    cuda, _, _ = kernel_text((SAMPLES_DIR / "cross_entropy_bwd.py").read_text())
     steps = re.findall(r"for \(nvfuser_index_t (i\d+) = 0; \1 < 2; \+\+\1\) \{  // rS", cuda)
     assert steps
     for index in set(steps):
@@ -57,7 +47,7 @@ def test_a_static_rows_steps_around_the_unrolled_axis_stay_a_loop():
 def test_a_constant_loop_indexing_registers_is_unrolled():
     """bias_residual_layer_norm's persistent batch (2 steps) indexes its register buffers:
     unrolled, so that they stay registers."""
-    cuda, _, _ = _kernel_text((SAMPLES_DIR / "bias_residual_layer_norm.py").read_text())
+    cuda, _, _ = kernel_text((SAMPLES_DIR / "bias_residual_layer_norm.py").read_text())
     headers = re.findall(r"for \(nvfuser_index_t (i\d+) = 0; \1 < 2; \+\+\1\)", cuda)
     assert headers
     for index in set(headers):
@@ -69,7 +59,7 @@ def test_a_transpose_loads_its_other_input_after_the_tile_all_before_its_stores(
     tile's barrier (not held across the tile), every load before the first store."""
     from kernels_check import shrunk_sample
 
-    cuda, runtime, inputs = _kernel_text(shrunk_sample("transpose_add"))
+    cuda, runtime, inputs = kernel_text(shrunk_sample("transpose_add"))
     barrier = cuda.index("__syncthreads();")
     x_loads = [m.start() for m in re.finditer(r"(= |&)T0\[", cuda)]  # element or vector loads
     stores = [m.start() for m in re.finditer(r"&T[24]\[|\bT[24]\[[^;]*\] =", cuda)]

@@ -8,18 +8,8 @@ import re
 import sys
 from pathlib import Path
 
-from fuser_core.codegen import lower_group, print_kernel
-from fuser_core.runtime.group_lowering import generates_kernel, index_dtype
-
 sys.path.insert(0, str(Path(__file__).parent))
-from kernels_check import SAMPLES_DIR, check_generated_kernels, runtime_and_inputs
-
-
-def _kernel_text(script: str) -> tuple[str, object, list]:
-    runtime, inputs = runtime_and_inputs(script)
-    (group,) = [g for g in runtime.segmented.groups if generates_kernel(g)]
-    kernel = lower_group(group.fusion, "k", index_dtype(runtime.signature.index_type))
-    return print_kernel(kernel), runtime, inputs
+from kernels_check import SAMPLES_DIR, check_generated_kernels, kernel_text
 
 
 def _conditions(cuda: str) -> list[str]:
@@ -32,7 +22,7 @@ def test_layer_norm_backward_checks_each_row_once_and_no_column():
     split by the vector width (8 divides 4096) cannot run past (not checked). 2,000 rows
     over 264 blocks leave most of the last blocks' rows out of range."""
     script = (SAMPLES_DIR / "layer_norm_bwd.py").read_text().replace("16384", "2000").replace("4096", "1024")
-    cuda, runtime, inputs = _kernel_text(script)
+    cuda, runtime, inputs = kernel_text(script)
     conditions = _conditions(cuda)
     row_checks = [c for c in conditions if re.search(r"\) < T[0-3]\.logical_size\[0\]\)*$", c)]
     assert row_checks
@@ -46,7 +36,7 @@ def test_a_row_per_block_needs_no_row_check():
     row check; the vocabulary (32064, not a multiple of the 512 x 8 a step covers) keeps
     its check per vector."""
     script = (SAMPLES_DIR / "cross_entropy_bwd.py").read_text().replace("4096", "48")
-    cuda, runtime, inputs = _kernel_text(script)
+    cuda, runtime, inputs = kernel_text(script)
     conditions = _conditions(cuda)
     assert not any("logical_size[0]" in c for c in conditions)
     assert any(re.search(r"\* 8\) < 32064\)*$", c) for c in conditions)
