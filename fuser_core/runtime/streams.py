@@ -24,10 +24,10 @@ def torch_launch_stream(inputs: Sequence[Any]) -> Any | None:
     torch tensor and that stream is neither torch's default stream nor CuPy's current
     one; else None (nothing to do: CuPy or host inputs, torch's default stream, or both
     libraries on the same stream)."""
-    torch = sys.modules.get("torch")
-    if torch is None:
+    tensor_type = getattr(sys.modules.get("torch"), "Tensor", None)  # (a stand-in may lack it)
+    if tensor_type is None or not inputs:
         return None
-    tensor_type = torch.Tensor
+    torch = sys.modules["torch"]
     tensor = next((v for v in inputs if isinstance(v, tensor_type)), None)
     if tensor is None or not tensor.is_cuda:
         return None
@@ -50,10 +50,11 @@ def replay_stream_check(inputs: Sequence[Any]) -> tuple[list[str], dict[str, Any
     None) where torch's current stream on the first CUDA torch input's device is neither
     its default stream nor CuPy's current one: the caller then runs it again with that
     stream made CuPy's (torch_launch_stream). On torch's default stream, one call."""
-    torch = sys.modules.get("torch")
-    if torch is None:
+    tensor_type = getattr(sys.modules.get("torch"), "Tensor", None)
+    if tensor_type is None:
         return [], {}
-    tensor = next((v for v in inputs if isinstance(v, torch.Tensor)), None)
+    torch = sys.modules["torch"]
+    tensor = next((v for v in inputs if isinstance(v, tensor_type)), None)
     if tensor is None or not tensor.is_cuda:
         return [], {}
     cupy = sys.modules["cupy"]  # a replay launches through CuPy
