@@ -137,6 +137,9 @@ _MAPPED_AXES: weakref.WeakKeyDictionary[Fusion, _MappedAxes] = weakref.WeakKeyDi
 class _MappedAxes:
     groups: list[tuple[list[tuple[int, int]], int | None]]
     conflicts: list[tuple[IterDomain, IterDomain]]
+    # Axes sized by scalar inputs alone (`full([n])`, `iota(n)`), with what their set
+    # holds them to: the set's constant, else an input axis (position, axis) of the set.
+    scalar_sized: list[tuple[IterDomain, int | tuple[int, int]]] = field(default_factory=list)
 
 
 def check_mapped_sizes(fusion: Fusion, args: Sequence[Any]) -> None:
@@ -158,6 +161,47 @@ def check_mapped_sizes(fusion: Fusion, args: Sequence[Any]) -> None:
         for p, a in rest:
             if args[p].shape[a] != size:
                 _raise_mismatch(fusion, (p0, a0, size), (p, a, args[p].shape[a]))
+    if mapped.scalar_sized:
+        _check_scalar_sizes(fusion, args, mapped.scalar_sized)
+
+
+def _check_scalar_sizes(
+    fusion: Fusion, args: Sequence[Any], checks: list[tuple[IterDomain, int | tuple[int, int]]]
+) -> None:
+    """An axis a scalar input sizes has the size its set is held to: kernels index the
+    set by that constant or input size, so another value would not be honoured."""
+    ev = ExpressionEvaluator()
+    for val, arg in zip(fusion.inputs, args, strict=True):
+        if not isinstance(val, TensorView):
+            ev.bind(val, arg)
+    for dim, held in checks:
+        size = ev.evaluate(dim.maybe_expanded_extent)
+        want = held if isinstance(held, int) else args[held[0]].shape[held[1]]
+        if int(size) == want:
+            continue
+        what = (
+            f"{want}"
+            if isinstance(held, int)
+            else f"{want} ({_input_label(held[0], fusion.inputs[held[0]])} axis {held[1]})"
+        )
+        op = _tying_op_of_set(fusion, dim)
+        raise _error_at(op, f"an axis of size {int(size)}, from the scalar inputs, is combined with one of size {what}")
+
+
+def _tying_op_of_set(fusion: Fusion, dim: IterDomain) -> Expr | None:
+    """The first op after which `dim` is mapped with any other axis of a held size."""
+    tensors = _tensors_of(fusion)
+
+    def tied(id_map: IdMap) -> bool:
+        key = id_map.exact(dim)
+        return any(
+            id_map.knows(d) and id_map.exact(d) == key and d is not dim and not d.is_broadcast
+            for tv in tensors
+            for d in tv.logical
+            if d.maybe_expanded_extent.is_const or tv in fusion.inputs
+        )
+
+    return _tying_op(fusion, [dim], tied)
 
 
 def _tying_op(fusion: Fusion, dims: list[IterDomain], tied: Callable[[IdMap], bool]) -> Expr | None:
@@ -238,7 +282,39 @@ def _mapped_axes(fusion: Fusion) -> _MappedAxes:
     single = {k: next(iter(v)) for k, v in constants.items() if len(v) == 1}
     groups = [(group, single.get(key)) for key, group in by_set.items() if len(extents[key]) > 1 or key in single]
     conflicts = [tuple(list(v.values())[:2]) for v in constants.values() if len(v) > 1]
-    return _MappedAxes(groups, conflicts)  # type: ignore[arg-type]
+    scalar_sized: list[tuple[IterDomain, int | tuple[int, int]]] = []
+    scalars = {id(v) for v in fusion.inputs if not isinstance(v, TensorView)}
+    seen: set[int] = set()
+    for tv in tensors:
+        if tv in inputs:
+            continue
+        for dim in (*tv.root, *tv.logical):
+            extent = dim.maybe_expanded_extent
+            if id(extent) in seen or extent.is_const or dim.is_symbolic or not id_map.knows(dim):
+                continue
+            seen.add(id(extent))
+            key = id_map.exact(dim)
+            if key in undecided or not _from_scalar_inputs(extent, scalars):
+                continue
+            if key in single:
+                scalar_sized.append((dim, single[key]))
+            elif key in by_set:
+                scalar_sized.append((dim, by_set[key][0]))
+    return _MappedAxes(groups, conflicts, scalar_sized)  # type: ignore[arg-type]
+
+
+def _from_scalar_inputs(value: Scalar, scalars: set[int]) -> bool:
+    """Whether `value` is computed from scalar inputs (and constants) alone, one at least."""
+    stack, found = [value], False
+    while stack:
+        val = stack.pop()
+        if id(val) in scalars:
+            found = True
+        elif val.definition is not None:
+            stack.extend(v for v in val.definition.inputs if isinstance(v, Scalar))
+        elif not val.is_const:
+            return False  # a tensor's size, or another leaf the scalar inputs do not give
+    return found
 
 
 def bind_args(fusion: Fusion, args: Sequence[Any], values: bool = True) -> ExpressionEvaluator:

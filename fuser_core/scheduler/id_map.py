@@ -258,9 +258,9 @@ def constant_axes(id_map: IdMap, tensors: Iterable[TensorView]) -> dict[int, dic
 
 def constant_extents(id_map: IdMap, tensors: Iterable[TensorView]) -> dict[int, int]:
     """Exact set -> the one constant extent its axes have: every axis of the set has that
-    size, so a kernel may index a symbolic one by it. The runtime refuses tensor inputs
-    whose size differs there (arguments.check_mapped_sizes); a size that comes from a scalar
-    input (`full([n])`) is not checked against it."""
+    size, so a kernel may index a symbolic one by it. The runtime refuses inputs whose
+    size differs there, tensors' and sizes made from scalar inputs (`full([n])`) alike
+    (arguments.check_mapped_sizes)."""
     return {key: next(iter(values)) for key, values in constant_axes(id_map, tensors).items() if len(values) == 1}
 
 

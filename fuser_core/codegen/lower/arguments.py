@@ -152,7 +152,7 @@ class Arguments:
                     continue
                 # An axis tied to a static one (a pad to a static width) is that constant:
                 # index math divides by a literal, not a size. The runtime checks fusion
-                # inputs against it; a size made from a scalar input (`full([n])`) is not.
+                # inputs against it, and sizes made from scalar inputs (`full([n])`).
                 constant = (
                     constants.get(id_map.exact(dim))
                     if constants and id_map is not None and not dim.is_broadcast and id_map.knows(dim)

@@ -152,6 +152,28 @@ def test_an_expand_of_an_iterated_axis_to_another_size_names_expand() -> None:
     assert "input 0 (T0) axis 1 has size 3" in err.message and "has size 8" in err.message
 
 
+@pytest.mark.parametrize("tied_to", ["static", "input"])
+def test_a_size_from_a_scalar_input_must_fit_the_axis_it_is_combined_with(tied_to: str) -> None:
+    """iota(n) broadcast along x's rows and added: kernels index that axis by x's width
+    (or the static 6), so an n of another value is refused naming the op, not computed
+    as if n were the width."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(
+            shape=[-1, 6 if tied_to == "static" else -1], contiguity=[True, True], dtype=DataType.Float
+        )
+        n = fd.define_scalar(dtype=DataType.Int)
+        ramp = fd.ops.iota(n, fd.define_scalar(0), fd.define_scalar(1), dtype=DataType.Float)
+        fd.add_output(fd.ops.add(x, fd.ops.broadcast_in_dim(ramp, shape=x.shape(), broadcast_dims=[1])))
+    a = rand((3, 6))
+    (out,) = fd.execute([a, 6])
+    np.testing.assert_allclose(out, a + np.arange(6, dtype=np.float32))
+    err = run_error(fd, [a, 4])
+    assert err.op == "add"
+    assert "an axis of size 4, from the scalar inputs, is combined with one of size 6" in err.message
+    if tied_to == "input":
+        assert "(input 0 (T0) axis 1)" in err.message
+
+
 def test_a_pad_made_static_by_concretization_ties_the_other_operand() -> None:
     """With concretize_resize_extents (the default) a pad by scalar widths has a static
     extent once the widths are known: the tensor it is multiplied with must have it."""
