@@ -233,6 +233,9 @@ class FusionExecutorCache:
             return None
         for entry in found:
             if entry.made_under is options or entry.made_under == options:
+                bound = entry.plan.stream_bound
+                if bound is not None and bound != self._current_stream().ptr:
+                    return None  # its workspaces are another stream's: the full path, per stream
                 entry.options = options
                 self._use_last(entry)
                 return entry
@@ -280,6 +283,8 @@ class FusionExecutorCache:
         lines, names = guard
         stream_lines, stream_names = replay_stream_check(inputs)
         lines, names = [*lines, *stream_lines], {**names, **stream_names}
+        if entry.plan.stream_bound is not None:  # its workspaces are one stream's
+            lines += [f"    if current_stream().ptr != {entry.plan.stream_bound}:", "        return None"]
         names.update(
             entry=entry,
             plan=entry.plan,

@@ -150,6 +150,9 @@ class PlannedLaunch:
 
 class FastPlan:
     log: LaunchLog | None = None  # the executable's: the kernels launched and not synchronized
+    # The stream whose launches alone may use the plan's workspace buffers (a grid
+    # reduction's work and semaphores), by pointer; None for a plan without any.
+    stream_bound: int | None = None
     # The replay: `run(inputs, stream_ptr)` launches the plan on these inputs (those of
     # the key it was made for) and returns its outputs. Generated for the plan (see
     # _replay_source), so that it does no more per call than its launches need.

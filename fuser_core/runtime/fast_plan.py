@@ -77,7 +77,12 @@ def make_fast_plan(
     results = [out.name for out in complete.outputs if isinstance(out, TensorView)]
     if len(results) != len(complete.outputs) or any(name in positions for name in results):
         return None
-    return FastPlan(launches, results, torch_out, device, log, [getattr(a, "device", None) for a in args])
+    plan = FastPlan(launches, results, torch_out, device, log, [getattr(a, "device", None) for a in args])
+    if any(launch.workspaces for launch in launches):
+        # Its work buffers and semaphores are this stream's: a launch on another stream
+        # could run beside one on this stream over the same buffers.
+        plan.stream_bound = cupy.cuda.get_current_stream().ptr
+    return plan
 
 
 def planned_launch(

@@ -58,8 +58,9 @@ class GeneratedGroup:
         self.expanded = {f"T{tv.name}": expanded_axes(tv) for tv in self.outputs}
         self.last_cache_hit = True
         self.lines = op_locations(group.exprs)  # the script lines of its ops, for CUDA errors
-        # Workspace buffers kept between launches: by workspace, (elements, device array).
-        self._workspaces: dict[k.Workspace, tuple[int, Any]] = {}
+        # Workspace buffers kept between launches: by workspace and stream (pointer), its
+        # elements and device array. Per stream: launches on two streams may run at once.
+        self._workspaces: dict[tuple[k.Workspace, int], tuple[int, Any]] = {}
 
     def compiled(self, vectorized: bool) -> _Compiled:
         found = self._compiled.get(vectorized)
@@ -146,14 +147,16 @@ class GeneratedGroup:
 
     def workspaces(self, kernel: k.Kernel, params: LaunchParams, cupy: Any) -> list[Any]:
         """A device buffer for each of `kernel.workspaces` at this launch: the one kept from
-        an earlier launch when it is large enough, else a new one (which is then kept)."""
+        an earlier launch on this stream when it is large enough, else a new one (which is
+        then kept)."""
         arrays = []
+        stream = cupy.cuda.get_current_stream().ptr if kernel.workspaces else 0
         for workspace in kernel.workspaces:
             elements = workspace_elements(workspace, params)
-            kept = self._workspaces.get(workspace)
+            kept = self._workspaces.get((workspace, stream))
             if kept is None or kept[0] < elements:
                 kept = (elements, allocate_workspace(cupy, workspace, elements))
-                self._workspaces[workspace] = kept
+                self._workspaces[(workspace, stream)] = kept
             arrays.append(kept[1])
         return arrays
 

@@ -38,6 +38,8 @@ def torch_launch_stream(inputs: Sequence[Any]) -> Any | None:
     cupy = sys.modules.get("cupy")
     if pointer == 0 or cupy is None or pointer == cupy.cuda.get_current_stream().ptr:
         return None
+    if device != cupy.cuda.runtime.getDevice():
+        return None  # a stream of another device than CuPy's current one: left as it was
     stream = _EXTERNAL.get((device, pointer))
     if stream is None:
         stream = cupy.cuda.ExternalStream(pointer, device)

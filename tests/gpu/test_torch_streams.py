@@ -72,3 +72,26 @@ def test_a_run_on_the_default_stream_is_unchanged():
     for _ in range(2):
         (out,) = fd.execute([x])
         np.testing.assert_allclose(out.cpu().numpy(), np.exp(x.cpu().numpy()) / 2, rtol=1e-5)
+
+
+def test_a_grid_reduction_on_two_streams_in_turn_sums_right():
+    """A sum over 2^24 floats reduces across blocks through work buffers and semaphores;
+    each stream has its own (runs on two streams may overlap), and a plan made on one
+    stream is not replayed on the other. Calls alternate between two side streams and
+    the default one; every sum is checked."""
+    torch = pytest.importorskip("torch")
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.sum(fd.define_tensor(shape=[-1], contiguity=True), dims=[0]))
+    streams = [torch.cuda.Stream(), torch.cuda.Stream(), torch.cuda.default_stream()]
+    x = torch.rand(1 << 24, device="cuda", dtype=torch.float32)
+    want = float(x.double().sum())
+    results = []
+    for round_ in range(3):
+        for stream in streams:
+            stream.wait_stream(torch.cuda.default_stream())
+            with torch.cuda.stream(stream):
+                (out,) = fd.execute([x])
+                results.append((round_, out))
+    torch.cuda.synchronize()
+    for round_, out in results:
+        assert abs(float(out) - want) <= 1e-4 * want, round_

@@ -122,9 +122,10 @@ class FakeCupy:
     def __init__(self) -> None:
         self.allocations: list[tuple[str, int, object]] = []
         self.synchronized = 0
+        self.stream = 0  # the current stream's pointer
         self._next = itertools.count(0x10000, 0x10000)
         self.cuda = SimpleNamespace(
-            get_current_stream=lambda: SimpleNamespace(synchronize=self._synchronize),
+            get_current_stream=lambda: SimpleNamespace(synchronize=self._synchronize, ptr=self.stream),
             driver=SimpleNamespace(launchKernel=None),
         )
 
@@ -164,6 +165,48 @@ def test_group_keeps_workspaces_and_grows_them() -> None:
     back = group.workspaces(kernel, small, cupy)  # a smaller launch uses the larger buffers
     assert [a.data.ptr for a in back] == [a.data.ptr for a in grown]
     assert len(cupy.allocations) == 4
+
+
+def test_group_keeps_workspaces_per_stream() -> None:
+    """Launches on two streams may run at once: each stream has buffers of its own."""
+    cupy = FakeCupy()
+    kernel = tiny_kernel([WORK, SEMAPHORES])
+    group = bare_group(kernel)
+    params = LaunchParams((4, 2, 1), (128, 1, 1))
+    first = group.workspaces(kernel, params, cupy)
+    cupy.stream = 0x7000
+    other = group.workspaces(kernel, params, cupy)
+    assert {a.data.ptr for a in other}.isdisjoint(a.data.ptr for a in first)
+    assert [(a.size, a.zeroed) for a in other] == [(2048, False), (8, True)]  # its semaphores zeroed
+    cupy.stream = 0
+    assert [a.data.ptr for a in group.workspaces(kernel, params, cupy)] == [a.data.ptr for a in first]
+    assert len(cupy.allocations) == 4
+
+
+def test_a_plan_with_workspaces_is_replayed_on_its_own_stream_only() -> None:
+    """The executor finds a plan bound to a stream (its workspaces) only on that stream;
+    a plan without workspaces on any."""
+    from fuser_core import FusionDefinition
+    from fuser_core.options import current_options
+    from fuser_core.runtime.executor_cache import FusionExecutorCache, _FastEntry
+
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.sum(fd.define_tensor(shape=[-1], contiguity=True), dims=[0]))
+    executor = FusionExecutorCache(fd.fusion)
+    stream = SimpleNamespace(ptr=0)
+    executor._current_stream = lambda: stream
+    options = current_options()
+    bound = SimpleNamespace(stream_bound=0x7000, final=True, release_outputs=lambda: None)
+    free = SimpleNamespace(stream_bound=None, final=True, release_outputs=lambda: None)
+    for key, plan in (("bound",), bound), (("free",), free):
+        entry = _FastEntry(options, plan, None)  # type: ignore[arg-type]
+        entry.replay = lambda inputs: None
+        executor._fast[key] = [entry]
+    assert executor._fast_lookup(("bound",), options) is None  # on stream 0
+    assert executor._fast_lookup(("free",), options).plan is free  # type: ignore[union-attr]
+    stream.ptr = 0x7000
+    assert executor._fast_lookup(("bound",), options).plan is bound  # type: ignore[union-attr]
+    assert executor._fast_lookup(("free",), options).plan is free  # type: ignore[union-attr]
 
 
 # -- the fast path ---------------------------------------------------------------------------------
