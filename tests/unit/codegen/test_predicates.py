@@ -19,7 +19,7 @@ def _conditions(cuda: str) -> list[str]:
 def test_layer_norm_backward_checks_each_row_once_and_no_column():
     """The inner-outer kernel's rows: blocks take ceilDiv(N, blocks) rows each and the last
     ones run past N (checked); the split of a block's rows by threadIdx.y (1) and the row's
-    split by the vector width (8 divides 4096) cannot run past (not checked). 2,000 rows
+    split by the vector width (8 divides 1024) cannot run past (not checked). 2,000 rows
     over 264 blocks leave most of the last blocks' rows out of range."""
     script = (SAMPLES_DIR / "layer_norm_bwd.py").read_text().replace("16384", "2000").replace("4096", "1024")
     cuda, runtime, inputs = kernel_text(script)
