@@ -81,10 +81,11 @@ class DynamicTransformInitialInfo:
                 roots += [z.in_extent, z.left, z.right]
         for a in (*self.expands, *self.factories):
             roots += [a.extent] + ([a.source] if a.source is not None else [])
-        return _symbolic_leaves(roots)
+        return symbolic_leaves(roots)
 
 
-def _symbolic_leaves(roots: list[Val]) -> list[Scalar]:
+def symbolic_leaves(roots: list[Val]) -> list[Scalar]:
+    """The non-constant leaf scalars (scalar inputs, tensor extents) `roots` are made of."""
     found: dict[int, Scalar] = {}
     stack = list(roots)
     seen: set[int] = set()

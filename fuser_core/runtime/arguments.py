@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from fuser_core.dynamic.initial_info import symbolic_leaves
 from fuser_core.errors import FuserError
 from fuser_core.ir.base import Expr, Val
 from fuser_core.ir.dtype import DataType, dtype_from_framework
@@ -170,10 +171,7 @@ def _check_scalar_sizes(
 ) -> None:
     """An axis a scalar input sizes has the size its set is held to: kernels index the
     set by that constant or input size, so another value would not be honoured."""
-    ev = ExpressionEvaluator()
-    for val, arg in zip(fusion.inputs, args, strict=True):
-        if not isinstance(val, TensorView):
-            ev.bind(val, arg)
+    ev = bind_args(fusion, args, values=False)
     for dim, held in checks:
         size = ev.evaluate(dim.maybe_expanded_extent)
         want = held if isinstance(held, int) else args[held[0]].shape[held[1]]
@@ -305,16 +303,8 @@ def _mapped_axes(fusion: Fusion) -> _MappedAxes:
 
 def _from_scalar_inputs(value: Scalar, scalars: set[int]) -> bool:
     """Whether `value` is computed from scalar inputs (and constants) alone, one at least."""
-    stack, found = [value], False
-    while stack:
-        val = stack.pop()
-        if id(val) in scalars:
-            found = True
-        elif val.definition is not None:
-            stack.extend(v for v in val.definition.inputs if isinstance(v, Scalar))
-        elif not val.is_const:
-            return False  # a tensor's size, or another leaf the scalar inputs do not give
-    return found
+    leaves = symbolic_leaves([value])
+    return bool(leaves) and all(id(leaf) in scalars for leaf in leaves)
 
 
 def bind_args(fusion: Fusion, args: Sequence[Any], values: bool = True) -> ExpressionEvaluator:

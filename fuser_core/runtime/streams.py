@@ -12,7 +12,7 @@ torch and CuPy are found in sys.modules, never imported here.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 # CuPy's handle on each torch stream met, by (device, stream pointer).
@@ -24,15 +24,12 @@ def torch_launch_stream(inputs: Sequence[Any]) -> Any | None:
     torch tensor and that stream is neither torch's default stream nor CuPy's current
     one; else None (nothing to do: CuPy or host inputs, torch's default stream, or both
     libraries on the same stream)."""
-    tensor_type = getattr(sys.modules.get("torch"), "Tensor", None)  # (a stand-in may lack it)
-    if tensor_type is None or not inputs:
+    found = _first_cuda_tensor(inputs)
+    if found is None:
         return None
-    torch = sys.modules["torch"]
-    tensor = next((v for v in inputs if isinstance(v, tensor_type)), None)
-    if tensor is None or not tensor.is_cuda:
-        return None
+    torch, tensor = found
     device = tensor.get_device()
-    pointer = _current_stream_pointer(torch, device)
+    pointer = _stream_reader(torch)(device)
     # torch on its default (legacy) stream, as almost every call is: CuPy's current stream
     # is taken as it is, with no call into CuPy (a cache hit's host time is microseconds).
     cupy = sys.modules.get("cupy")
@@ -52,21 +49,12 @@ def replay_stream_check(inputs: Sequence[Any]) -> tuple[list[str], dict[str, Any
     None) where torch's current stream on the first CUDA torch input's device is neither
     its default stream nor CuPy's current one: the caller then runs it again with that
     stream made CuPy's (torch_launch_stream). On torch's default stream, one call."""
-    tensor_type = getattr(sys.modules.get("torch"), "Tensor", None)
-    if tensor_type is None:
+    found = _first_cuda_tensor(inputs)
+    if found is None:
         return [], {}
-    torch = sys.modules["torch"]
-    tensor = next((v for v in inputs if isinstance(v, tensor_type)), None)
-    if tensor is None or not tensor.is_cuda:
-        return [], {}
+    torch, tensor = found
     cupy = sys.modules["cupy"]  # a replay launches through CuPy
-    names = {
-        "torch_stream": lambda device: _current_stream_pointer(torch, device),
-        "cupy_stream": cupy.cuda.get_current_stream,
-    }
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        names["torch_stream"] = raw
+    names = {"torch_stream": _stream_reader(torch), "cupy_stream": cupy.cuda.get_current_stream}
     lines = [
         f"    stream = torch_stream({tensor.get_device()})",
         "    if stream and stream != cupy_stream().ptr:",
@@ -75,10 +63,21 @@ def replay_stream_check(inputs: Sequence[Any]) -> tuple[list[str], dict[str, Any
     return lines, names
 
 
-def _current_stream_pointer(torch: Any, device: int) -> int:
-    # torch's own raw accessor (what Triton's launcher reads) where it has one: no Stream
-    # object made for each call.
+def _first_cuda_tensor(inputs: Sequence[Any]) -> tuple[Any, Any] | None:
+    """torch and the first tensor input, where that is a CUDA torch tensor; else None."""
+    tensor_type = getattr(sys.modules.get("torch"), "Tensor", None)  # (a stand-in may lack it)
+    if tensor_type is None or not inputs:
+        return None
+    tensor = next((v for v in inputs if isinstance(v, tensor_type)), None)
+    if tensor is None or not tensor.is_cuda:
+        return None
+    return sys.modules["torch"], tensor
+
+
+def _stream_reader(torch: Any) -> Callable[[int], int]:
+    """device -> the pointer of torch's current stream there: torch's own raw accessor
+    (what Triton's launcher reads) where it has one, no Stream object made per call."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:
-        return int(raw(device))
-    return int(torch.cuda.current_stream(device).cuda_stream)
+        return raw  # type: ignore[no-any-return]
+    return lambda device: int(torch.cuda.current_stream(device).cuda_stream)

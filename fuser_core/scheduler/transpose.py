@@ -87,7 +87,7 @@ class TransposeScheduler:
         small = [d for d in (_inner(reference), _inner(staged[0])) if d is not None and info.extent(d) < TILE]
         if small:
             return reject(self.type, f"transposed inner dimension {small[0]} is shorter than a {TILE}-wide tile")
-        shared = sum(TILE * (TILE + 1) * tv.dtype.itemsize for tv in staged)
+        shared = _tiles_bytes(TILE, staged)
         if shared > info.device.shared_memory_per_block:
             return reject(
                 self.type,
@@ -121,7 +121,7 @@ class TransposeScheduler:
         elements = math.prod(info.extent(d) for d in reference.logical if not d.is_reduction)
         large = min(info.extent(ref_inner), info.extent(staged_inner)) >= LARGE_TILE
         many = elements >= LARGE_TILE * LARGE_TILE * LARGE_TILE_MIN_TILES_PER_SM * info.device.sm_count
-        shared = sum(LARGE_TILE * (LARGE_TILE + 1) * tv.dtype.itemsize for tv in staged_tvs)
+        shared = _tiles_bytes(LARGE_TILE, staged_tvs)
         if large and many and shared * LARGE_TILE_MIN_BLOCKS_PER_SM <= info.device.shared_memory_per_sm:
             tile, threads = LARGE_TILE, LARGE_TILE_THREADS
         vectorize = max(1, min(width, tile * tile // threads))  # every thread keeps a vector
@@ -160,6 +160,11 @@ class TransposeScheduler:
         common.inline(fusion, limits)
         names = ", ".join(f"T{c.name}" for c in staged)
         return ScheduleRecord(reference=f"T{reference.name}", notes=[f"staged through shared memory: {names}"])
+
+
+def _tiles_bytes(tile: int, staged: list[TensorView]) -> int:
+    """The shared memory of the staged inputs' tiles (a padding element a row)."""
+    return sum(tile * (tile + 1) * tv.dtype.itemsize for tv in staged)
 
 
 def _inner(tv: TensorView) -> IterDomain | None:
