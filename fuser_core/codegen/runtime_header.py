@@ -77,6 +77,22 @@ __device__ __forceinline__ double sigmoid(double x) { return 1. / (1. + exp(-x))
 __device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
 __device__ __forceinline__ double silu(double x) { return x / (1. + exp(-x)); }
 __device__ __forceinline__ float reciprocal(float x) { return 1.f / x; }
+// a / b with the bits of IEEE division, for a divisor that stays the same across a loop (a
+// row's sum): the reciprocal and the divisor's range check depend on b alone, so the compiler
+// computes them once, outside the loop, and each element pays a product and two FMAs instead
+// of a reciprocal, its refinement and FCHK. Markstein: with r = RN(1/b) and q = RN(a * r)
+// (within an ulp of a / b), the remainder a - b * q is exact in one FMA and RN(q + rem * r)
+// is RN(a / b), provided no step leaves the normal range; operands outside [2^-62, 2^62)
+// (zeros, subnormals, infinities, NaNs) take the division itself.
+__device__ __forceinline__ float fuser_div_invariant(float a, float b) {
+  const float r = __frcp_rn(b);
+  const bool b_in_range = fabsf(b) >= 2.168404344971009e-19f && fabsf(b) < 4.611686018427388e18f;
+  if (b_in_range && fabsf(a) >= 2.168404344971009e-19f && fabsf(a) < 4.611686018427388e18f) {
+    const float q = __fmul_rn(a, r);
+    return __fmaf_rn(__fmaf_rn(-b, q, a), r, q);
+  }
+  return a / b;
+}
 __device__ __forceinline__ double reciprocal(double x) { return 1. / x; }
 template <typename T> __device__ __forceinline__ T sign(T x) { return (T)((x > (T)0) - (x < (T)0)); }
 template <typename T> __device__ __forceinline__ T fuser_fmax(T a, T b) {

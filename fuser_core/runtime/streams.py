@@ -12,6 +12,7 @@ torch and CuPy are found in sys.modules, never imported here.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,7 +40,11 @@ def torch_launch_stream(inputs: Sequence[Any]) -> Any | None:
         return None  # a stream of another device than CuPy's current one: left as it was
     stream = _EXTERNAL.get((device, pointer))
     if stream is None:
-        stream = cupy.cuda.ExternalStream(pointer, device)
+        with warnings.catch_warnings():
+            # CuPy 14 deprecates ExternalStream for Stream.from_external, which takes a
+            # `__cuda_stream__` object rather than a pointer and device; both wrap it alike.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            stream = cupy.cuda.ExternalStream(pointer, device)
         _EXTERNAL[(device, pointer)] = stream
     return stream
 

@@ -166,3 +166,41 @@ def test_block_reductions_over_any_number_of_warps(width, warps):
     report = _check(fd, [_inputs(np.random.default_rng(width), (rows, width), DataType.Float)], width)
     (group,) = report.runtime.segmented.groups
     assert group.params.padded_threads == 32 * warps
+
+
+@pytest.mark.parametrize("divisor", ["row_max", "scalar_input"])
+def test_a_division_by_a_row_value_has_the_bits_of_ieee_division(divisor):
+    """x / max(x) per row and x / s (fuser_div_invariant: the divisor's reciprocal once per
+    row, then a product and two FMAs) equal NumPy's float32 division bit for bit, with
+    operands at zero, subnormal, beyond 2^+-62, infinite and NaN (the division itself),
+    and rows whose maximum is subnormal or huge."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((64, 3001)) + 0.25).astype(np.float32)
+    x[:, 0] = np.abs(x[:, 0]) + 4.0  # every row's maximum is positive
+    x[1, 1:7] = [0.0, -0.0, 1e-40, np.inf, -np.inf, np.nan]
+    x[2] *= np.float32(1e-30)
+    x[3] *= np.float32(1e25)
+    x[4] *= np.float32(1e-38)  # a row of subnormals and tiny normals
+    x[5, 1:] = rng.uniform(1.0, 2.0, 3000).astype(np.float32)  # significands of one binade
+
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        if divisor == "row_max":
+            s = fd.ops.broadcast_in_dim(fd.ops.max(t0, dims=[1]), shape=t0.shape(), broadcast_dims=[0])
+            fd.add_output(fd.ops.div(t0, s))
+            inputs = [x]
+            with np.errstate(all="ignore"):
+                expected = x / np.nanmax(np.where(np.isnan(x), -np.inf, x), axis=1, keepdims=True)
+            expected[1] = np.nan  # the row with a NaN: its max is NaN (propagated)
+        else:
+            fd.add_output(fd.ops.div(t0, fd.define_scalar(dtype=DataType.Float)))
+            inputs = [x, 1.7]
+            with np.errstate(all="ignore"):
+                expected = x / np.float32(1.7)
+    with use_options(backend="cuda"):
+        (got,) = fd.execute([_to_device(x), *inputs[1:]])
+    assert fd.executor_cache.last_report.runtime.backend_name == "cuda"
+    np.testing.assert_array_equal(
+        _host(got, DataType.Float).view(np.uint32)[~np.isnan(expected)], expected.view(np.uint32)[~np.isnan(expected)]
+    )
+    assert np.array_equal(np.isnan(_host(got, DataType.Float)), np.isnan(expected))

@@ -69,6 +69,10 @@ _DEVICE_FUNCTIONS: dict[str, OpRule] = {
 }
 
 
+# The runtime header's own functions, by the op whose values they compute.
+_DEVICE_FUNCTIONS["fuser_div_invariant"] = BinaryOpType.Div.value
+
+
 def device_function(name: str) -> OpRule | None:
     """The rule of a `Call.fn`: an op's printed name, or it with the `f` of a float variant."""
     rule = _DEVICE_FUNCTIONS.get(name)

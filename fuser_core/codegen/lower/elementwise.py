@@ -36,6 +36,8 @@ def _elementwise(expr: UnaryOp | BinaryOp | TernaryOp, operands: list[k.Node]) -
             node = k.Call(result_dtype, "fmod", tuple(args))
         elif op == "/" and _divides_by_a_row_value_into_a_narrow_output(expr, compute):
             node = _times_reciprocal(result_dtype, args[0], args[1])
+        elif op == "/" and compute == DataType.Float and _divisor_is_the_same_along_a_row(expr, args[1]):
+            node = k.Call(result_dtype, "fuser_div_invariant", (args[0], args[1]))
         else:
             node = k.Bin(result_dtype, op, args[0], args[1])
     elif rule.inline and len(args) == 1:
@@ -66,6 +68,31 @@ def _small_power(dtype: DataType, args: list[k.Node]) -> k.Node | None:
     return k.Bin(dtype, "*", square, square)  # two roundings, as for the cube
 
 
+def _divisor_is_the_same_along_a_row(expr: UnaryOp | BinaryOp | TernaryOp, divisor: k.Node) -> bool:
+    """Whether a division of the elements of a row is by a run-time scalar or by a value
+    broadcast along the innermost axis (a row's sum or max): then the divisor's reciprocal
+    is computed once per row (runtime header's fuser_div_invariant, the bits of IEEE
+    division). A literal divisor is left to the compiler; a reduction's result (a mean's
+    sum over N), a row value itself, is divided once per row anyway."""
+    numerator, value = expr.inputs[0], expr.inputs[1]
+    if not isinstance(numerator, TensorView) or any(i.is_reduction for i in numerator.logical):
+        return False
+    if _broadcast_along_rows(numerator):  # a keepdim mean: itself a row value
+        return False
+    if not isinstance(value, TensorView):
+        return not isinstance(divisor, k.Const)
+    return _broadcast_along_rows(value)
+
+
+def _broadcast_along_rows(value: TensorView) -> bool:
+    """Whether a tensor is a broadcast whose innermost axis is new (after the expands of
+    broadcast_in_dim to the full shape), so it is the same all along a row."""
+    broadcast = value.definition
+    while isinstance(broadcast, ExpandOp):
+        broadcast = broadcast.inputs[0].definition
+    return isinstance(broadcast, BroadcastOp) and bool(broadcast.flags) and broadcast.flags[-1]
+
+
 def _divides_by_a_row_value_into_a_narrow_output(expr: UnaryOp | BinaryOp | TernaryOp, compute: DataType) -> bool:
     """Whether a float division is by a value broadcast along the innermost axis (softmax's
     row sum), into a quotient only ever cast to a 16-bit float: then it is spelled as a
@@ -74,12 +101,7 @@ def _divides_by_a_row_value_into_a_narrow_output(expr: UnaryOp | BinaryOp | Tern
     within 1.5 float ulp of the quotient (_times_reciprocal), far inside the narrow
     type's rounding."""
     divisor, quotient = expr.inputs[1], expr.output
-    if compute != DataType.Float or not isinstance(divisor, TensorView):
-        return False
-    broadcast = divisor.definition
-    while isinstance(broadcast, ExpandOp):  # broadcast_in_dim's expand to the full shape (not a permute)
-        broadcast = broadcast.inputs[0].definition
-    if not isinstance(broadcast, BroadcastOp) or not broadcast.flags or not broadcast.flags[-1]:
+    if compute != DataType.Float or not isinstance(divisor, TensorView) or not _broadcast_along_rows(divisor):
         return False
     if not quotient.uses or quotient in quotient.fusion.outputs:
         return False

@@ -232,15 +232,15 @@ def _kernel_bodies(runtime):
 
 
 @pytest.mark.parametrize(
-    ("out_dtype", "row_divisor", "reciprocal"),
+    ("out_dtype", "row_divisor", "reciprocal", "invariant"),
     [
-        (DataType.BFloat16, True, True),  # softmax's shape: a row sum, a bf16 output
-        (DataType.Float, True, False),  # a float quotient keeps its IEEE division
-        (DataType.BFloat16, False, False),  # a divisor along the row: one per element anyway
+        (DataType.BFloat16, True, True, False),  # softmax's shape: a row sum, a bf16 output
+        (DataType.Float, True, False, True),  # a float quotient: IEEE's bits, the reciprocal hoisted
+        (DataType.BFloat16, False, False, False),  # a divisor along the row: one per element anyway
     ],
 )
 def test_a_division_by_a_row_value_into_a_narrow_output_multiplies_by_the_reciprocal(
-    out_dtype, row_divisor, reciprocal
+    out_dtype, row_divisor, reciprocal, invariant
 ):
     def build(fd):
         t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
@@ -256,7 +256,8 @@ def test_a_division_by_a_row_value_into_a_narrow_output_multiplies_by_the_recipr
     assert check_generated_kernels(runtime, inputs)
     text = _kernel_bodies(runtime)
     assert ("(1.0f / (T" in text) == reciprocal
-    assert bool(re.search(r"(?<!1\.0f) / T", text)) == (not reciprocal)  # an IEEE division
+    assert ("fuser_div_invariant(" in text) == invariant
+    assert bool(re.search(r"(?<!1\.0f) / T", text)) == (not reciprocal and not invariant)  # an IEEE division
 
 
 @pytest.mark.parametrize("shape", ["also_an_output", "used_by_a_sub", "permuted_divisor"])
@@ -282,7 +283,46 @@ def test_a_division_keeps_its_ieee_form_where_the_reciprocal_could_show(shape):
     runtime = _fusion_runtime(build, inputs)
     assert check_generated_kernels(runtime, inputs)
     text = _kernel_bodies(runtime)
-    assert "1.0f /" not in text and " / T" in text
+    assert "1.0f /" not in text
+    # IEEE's bits either way: as written where the divisor varies along the row, with its
+    # reciprocal hoisted where it is a row's value
+    assert ("fuser_div_invariant(T" in text) == (shape != "permuted_divisor")
+    assert (" / T" in text) == (shape == "permuted_divisor")
+
+
+@pytest.mark.parametrize(
+    ("divisor", "invariant"),
+    [("row_sum", True), ("scalar_input", True), ("literal", False), ("keepdim_mean", False)],
+)
+def test_a_float_division_of_a_row_by_a_row_value_hoists_the_reciprocal(divisor, invariant):
+    """x / s with s the same all along the row (a row's sum, a scalar input) computes s's
+    reciprocal once per row (fuser_div_invariant, IEEE's bits: exhaustively checked on
+    the GPU); a literal divisor is left to the compiler, and a keepdim mean (a row value
+    divided by N) is divided once per row already. Zeros, subnormals, huge values,
+    infinities and NaNs among the operands take the division itself and match."""
+
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        if divisor == "row_sum":
+            s = fd.ops.broadcast_in_dim(fd.ops.sum(t0, dims=[1]), shape=t0.shape(), broadcast_dims=[0])
+            fd.add_output(fd.ops.div(t0, s))
+        elif divisor == "scalar_input":
+            fd.add_output(fd.ops.div(t0, fd.define_scalar(dtype=DataType.Float)))
+        elif divisor == "literal":
+            fd.add_output(fd.ops.div(t0, fd.define_scalar(3.0, dtype=DataType.Float)))
+        else:
+            s = fd.ops.sum(t0, dims=[1], keepdim=True)
+            fd.add_output(fd.ops.div(s, fd.ops.size(t0, 1)))
+
+    x = _rand(6, 257)
+    x[1, :5] = [0.0, -0.0, 1e-40, np.inf, np.nan]
+    x[2] *= np.float32(1e-30)  # operands below 2^-62
+    x[3] *= np.float32(1e25)  # and above 2^62
+    inputs = [x] + ([3.0] if divisor == "scalar_input" else [])
+    runtime = _fusion_runtime(build, inputs)
+    assert check_generated_kernels(runtime, inputs)
+    text = _kernel_bodies(runtime)
+    assert ("fuser_div_invariant(" in text) == invariant
 
 
 def test_a_reciprocal_division_by_a_subnormal_or_huge_row_value_stays_finite():
