@@ -54,10 +54,11 @@ class Reductions(Compute):
             self._alloc_for(tv, k.Alloc(name, dtype, size, k.Memory.local, init=init))
             names.append(name)
             dtypes.append(dtype)
-        if welford:  # the running sum the mean is taken from (`_welford_update`)
-            total = f"{names[0]}_sum"
-            self.buffer_dtypes[total] = dtypes[0]
-            self._alloc_for(tv, k.Alloc(total, dtypes[0], size, k.Memory.local, init=k.Const(dtypes[0], 0)))
+        if welford:  # the running shifted sum the mean is taken from, and the shift (`_welford_update`)
+            total, shift = f"{names[0]}_sum", f"{names[0]}_shift"
+            for extra in (total, shift):
+                self.buffer_dtypes[extra] = dtypes[0]
+                self._alloc_for(tv, k.Alloc(extra, dtypes[0], size, k.Memory.local, init=k.Const(dtypes[0], 0)))
         producer = expr.inputs[0]
         assert isinstance(producer, TensorView)
         self.computing = tv
@@ -66,7 +67,7 @@ class Reductions(Compute):
         with self._predicated(p_inst.valid):
             value = self.value(producer, p_inst)
             if welford:
-                self._welford_update([*names, total], dtypes, slot, value)
+                self._welford_update([*names, total, shift], dtypes, slot, value)
             else:
                 acc = k.Read(dtypes[0], names[0], slot)
                 operand = value if value.dtype == dtypes[0] else _cast(dtypes[0], value)
@@ -102,23 +103,34 @@ class Reductions(Compute):
         self.pending_reduces.append((depth, reduce))
 
     def _welford_update(self, names: list[str], dtypes: list[DataType], slot: k.Node, value: k.Node) -> None:
-        """One element into a running (avg, M2, N) and the running sum beside it (the
-        fourth buffer): the mean is the sum over the count, M2 grows by Welford's
-        (x - old mean) * (x - new mean). Taken from the sum, a thread's mean is correctly
-        rounded wherever its sum is exact (integers, short rows of halves), as torch's and
-        the reference's are; the classic update `mean += delta / n` rounds at every
-        element, so a row of integers summing to 0 got a mean of 3e-8, not 0 (a var_sum
-        divided by it: 4e8, not inf). Both divide once per element."""
+        """One element into a running (avg, M2, N), with the running sum of x - x0 and x0
+        (the thread's first finite element) beside them: the mean is x0 plus that sum over
+        the count, and M2 grows by Welford's (x - old mean) * (x - new mean). Shifted by
+        x0, a thread's row of one repeated value sums to 0 and has exactly that value for
+        its mean (a plain running sum of 21 copies of 0.3 rounds, and a layer norm of a
+        constant row gave (x - mean) * rsqrt(eps) = 4e-5, not 0); where the sum is exact
+        (integers, short rows of halves) the mean is the exact sum over the count rounded
+        once or twice, as torch's and the reference's (the classic `mean += delta / n`
+        rounds at every element: a row of integers summing to 0 got the mean 3e-8, not 0,
+        and a var_sum divided by it 4e8, not inf). One division per element."""
         avg_t, m2_t, n_t = dtypes
-        avg, m2, n, total = (k.Read(d, b, slot) for b, d in zip(names, [*dtypes, avg_t], strict=True))
+        avg, m2, n, total, shift = (k.Read(d, b, slot) for b, d in zip(names, [*dtypes, avg_t, avg_t], strict=True))
         x = value if value.dtype == avg_t else _cast(avg_t, value)
         count = k.Var(n_t, self._local_name_for(names[2] + "_n"))
         self._emit(k.Define(count, k.Bin(n_t, "+", n, k.Const(n_t, 1))))
+        first = k.Bin(
+            DataType.Bool,
+            "&&",
+            k.Bin(DataType.Bool, "==", n, k.Const(n_t, 0)),
+            k.Call(DataType.Bool, "isfinite", (x,)),  # an infinite x0 would make every x - x0 NaN
+        )
+        self._emit(k.Store(names[4], slot, k.Call(avg_t, "where", (first, x, shift))))
         delta = k.Var(avg_t, self._local_name_for(names[0] + "_delta"))
         self._emit(k.Define(delta, k.Bin(avg_t, "-", x, avg)))
-        self._emit(k.Store(names[3], slot, k.Bin(avg_t, "+", total, x)))
-        new_avg = k.Bin(avg_t, "/", k.Read(avg_t, names[3], slot), _cast(avg_t, count))
-        self._emit(k.Store(names[0], slot, new_avg))
+        shifted = k.Bin(avg_t, "-", x, k.Read(avg_t, names[4], slot))
+        self._emit(k.Store(names[3], slot, k.Bin(avg_t, "+", total, shifted)))
+        quotient = k.Bin(avg_t, "/", k.Read(avg_t, names[3], slot), _cast(avg_t, count))
+        self._emit(k.Store(names[0], slot, k.Bin(avg_t, "+", k.Read(avg_t, names[4], slot), quotient)))
         after = k.Read(avg_t, names[0], slot)
         self._emit(k.Store(names[1], slot, k.Bin(m2_t, "+", m2, k.Bin(m2_t, "*", delta, k.Bin(avg_t, "-", x, after)))))
         self._emit(k.Store(names[2], slot, count))

@@ -544,6 +544,41 @@ def test_a_welford_mean_of_integers_is_their_sum_over_their_count():
     assert np.isinf(quotient[2, 20]) and np.isinf(quotient[0, 5])
 
 
+def test_a_welford_mean_of_one_repeated_value_is_that_value():
+    # var_mean over every axis of an expanded scalar (a grid Welford: 21 elements a
+    # thread), then (x - mean) * rsqrt(var + eps): each thread's running sum of 21 copies
+    # of the value rounded, its mean was an ulp off, and the kernel's output 1e-4 where
+    # the reference (and torch, nvFuser) have 0 (CPU fuzzer seed 12 case 257); a row-wise
+    # Welford of constant rows likewise (the kernels' outputs are checked against these)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[None, None], dtype=DataType.Float)
+        var, mean = fd.ops.var_mean(t0, dims=[0, 1], correction=0, keepdim=False)
+        scale = fd.ops.rsqrt(fd.ops.add(var, fd.define_scalar(1e-5, dtype=DataType.Double)))
+        fd.add_output(fd.ops.mul(fd.ops.sub(t0, mean), scale))
+        fd.add_output(mean)
+
+    x = np.broadcast_to(np.float32(7.7), (32, 31))
+    normalized, mean = _check(build, [x])
+    assert mean == np.float32(7.7) and not normalized.any()
+
+    def rows(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        avg, var_sum, _ = fd.ops.welford(t0, dims=[1])
+        fd.add_output(avg)
+        fd.add_output(var_sum)
+
+    y = np.repeat((RNG.standard_normal((6, 1)) * 5).astype(np.float32), 999, axis=1)
+    avg, var_sum = _check(rows, [y])
+    np.testing.assert_array_equal(avg, y[:, 0])
+    assert not var_sum.any()
+    # rows of four, a thread's each: an infinite first element is not the shift (every
+    # x - inf would be NaN): the mean stays inf
+    z = np.repeat(np.float32([[1.5], [np.inf], [-np.inf]]), 4, axis=1)
+    z[1:, 1:] = 2.0
+    avg, _ = _check(rows, [z])
+    np.testing.assert_array_equal(avg, [1.5, np.inf, -np.inf])
+
+
 def test_a_float_past_the_integer_range_converts_as_the_gpu_converts_it():
     # two products of halves over overflowing rows, cast to Int32: the reference and the
     # interpreter converted NaN and +inf (and any float past the range) to INT_MIN, NumPy's
