@@ -258,23 +258,50 @@ class Indexing(Predicates):
 
     # -- forward indexing: loop indices at logical coordinates ---------------------------
     def _forward_index(self, tv: TensorView, coords: Coords) -> dict[int, k.Node]:
-        """The index of every loop ID at logical `coords`, through the loop transforms."""
+        """The index of every loop ID at logical `coords`, through the loop transforms.
+
+        Along a broadcast axis (or a reduced one) the tensor holds one value, and its
+        coordinate there stands for any: a loop ID made from such axes alone is at a
+        position its loops compute. Through a Resize (a slice's or a pad's, replayed from
+        the reference onto an expanded broadcast) that is the first position whose input
+        coordinate is in range, not coordinate 0's, which lies before the loops' start
+        past a slice's offset (a negative slot: seed 13 case 224)."""
         index: dict[int, k.Node] = {id(d): c for d, c in zip(tv.logical_no_reductions(), coords, strict=True)}
         # a reduction's result does not vary along what it reduced (its loop IDs made from a
         # reduced axis, a size-1 broadcast Welford reduces, say, are at 0)
         index.update({id(d): k.Const(INDEX, 0) for d in tv.logical if d.is_reduction})
+        uniform = {id(d) for d in tv.logical if d.is_broadcast or d.is_reduction}
         for expr in transforms_between(tv.logical, tv.loop):
             if isinstance(expr, Split):
                 outer, inner = expr.outputs
                 value = index[id(expr.inputs[0])]
                 index[id(outer)] = div(value, self.extent(inner))  # type: ignore[arg-type]
                 index[id(inner)] = mod(value, self.extent(inner))  # type: ignore[arg-type]
+                if id(expr.inputs[0]) in uniform:
+                    uniform.update((id(outer), id(inner)))
             elif isinstance(expr, Merge):
                 outer, inner = expr.inputs
                 index[id(expr.outputs[0])] = add(mul(index[id(outer)], self.extent(inner)), index[id(inner)])  # type: ignore[arg-type]
+                if id(outer) in uniform and id(inner) in uniform:
+                    uniform.add(id(expr.outputs[0]))
             elif isinstance(expr, Resize):
-                index[id(expr.outputs[0])] = add(index[id(expr.inputs[0])], self.scalar(expr.left, INDEX))
+                inp, out = expr.inputs[0], expr.outputs[0]
+                if id(inp) in uniform:
+                    index[id(out)] = self._first_resized_position(expr)
+                    uniform.add(id(out))
+                else:
+                    index[id(out)] = add(index[id(inp)], self.scalar(expr.left, INDEX))
         return index
+
+    def _first_resized_position(self, expr: Resize) -> k.Node:
+        """The first position of a Resize's output whose input coordinate is in range: past
+        a pad (left > 0) the input's 0, at a slice's start (left <= 0) the output's 0."""
+        left = self.scalar(expr.left, INDEX)
+        at = const_value(left)
+        if at is not None:
+            return k.Const(INDEX, max(int(at), 0))
+        zero = k.Const(INDEX, 0)
+        return k.Call(INDEX, "where", (lt(left, zero), zero, left))
 
     # -- global indexing ----------------------------------------------------------------------
     def global_index(self, tv: TensorView, coords: Coords) -> k.Node:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from fuser_core import DataType
+from fuser_core.options import use_options
 from fuser_core.runtime.group_lowering import lowered_groups
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -779,3 +780,26 @@ def test_a_kernel_reading_a_scalar_tensor_binds_it_as_one_element():
     half_mean, var = _check(build, [x])
     np.testing.assert_allclose(half_mean, x.astype(np.float32).mean(), rtol=1e-3)
     np.testing.assert_allclose(var, x.astype(np.float32).var(), rtol=1e-5)
+
+
+# -- seed 13 on the CPU: case 224 ---------------------------------------------------------
+
+
+def test_a_buffer_read_outside_its_loops_along_a_sliced_expanded_axis_is_read_where_they_computed_it():
+    # the sum over the expanded axis of x [1024, 1] (a product by 1024 of one element of a
+    # register buffer) beside a slice of x from 405: the buffer is filled in the slice's
+    # loops, which start at x's row 405, and the product, outside them, read it at row 0's
+    # slot, 405 before their start (T2[-405 % 2], past the buffer; seed 13 case 224). With
+    # the slice's offset symbolic, its first position is chosen at run time
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, 1], contiguity=[None, None], dtype=DataType.Float, stride_order=[1, 0])
+        t1 = fd.ops.min(t0, dims=[1], keepdim=True, dtype=DataType.Null)
+        fd.add_output(fd.ops.sum(t1, dims=[0], keepdim=True, dtype=DataType.Null))
+        fd.add_output(fd.ops.slice(t0, start_indices=[405, 0], end_indices=[635, 1]))
+
+    x = np.lib.stride_tricks.as_strided(np.float32([2.5]), (1024, 1), (0, 4))
+    for disable in ((), ("concretize_resize_extents",)):
+        with use_options(disable=disable):
+            total, sliced = _check(build, [x])
+        assert total.shape == (1, 1) and total[0, 0] == np.float32(2560.0)
+        assert sliced.shape == (230, 1) and (sliced == np.float32(2.5)).all()
