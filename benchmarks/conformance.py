@@ -26,7 +26,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 COMMIT = "612b6d77e"  # 2024-07-15: the printer era fuser_core reproduces
-FILES = ("tests/python/test_python_frontend.py", "tests/python/test_pointwise.py")
+FILES = ("tests/python/test_python_frontend.py", "tests/python/test_pointwise.py", "tests/python/test_nan.py")
 ROOT = Path(__file__).resolve().parent.parent
 
 
