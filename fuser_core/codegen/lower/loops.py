@@ -84,7 +84,19 @@ class Loops(Arguments):
             # outside all of the reduction's loops (an outer reduction not split by an
             # rfactor has its thread and vector iteration loops inside its serial ones).
             ca = first_reduction_position(tv)
+            # Nor inside the loops of its broadcast axes (each one iteration, or a hardware
+            # index): a squeeze of the result, computed without them, reads it outside.
+            while ca > 0 and tv.loop[ca - 1].is_broadcast and self._one_pass(depth_of.get(ca - 1)):
+                ca -= 1
         self.alloc_depth[tv.name] = depth_of.get(ca - 1, len(self.stack) - 1) if ca > 0 else 0
+
+    def _one_pass(self, depth: int | None) -> bool:
+        """Whether the loop opened at stack `depth` runs its body once per thread: a block
+        or thread index, or a serial loop of one iteration."""
+        if depth is None or depth < 1:
+            return False
+        loop = self.stack[depth - 1].body[-1]
+        return isinstance(loop, k.For) and (loop.hardware is not None or const_value(loop.extent) == 1)
 
     def _resized(self) -> bool:
         """Whether any tensor of the kernel, inlined ones too (a pad of the [N, 1] input

@@ -803,3 +803,28 @@ def test_a_buffer_read_outside_its_loops_along_a_sliced_expanded_axis_is_read_wh
             total, sliced = _check(build, [x])
         assert total.shape == (1, 1) and total[0, 0] == np.float32(2560.0)
         assert sliced.shape == (230, 1) and (sliced == np.float32(2.5)).all()
+
+
+# -- seed 14 on the CPU: cases 104, 377, 534, 637, 709, 935 and 1405 ----------------------
+
+
+def test_a_squeeze_of_a_reduction_over_broadcast_iteration_axes_is_generated():
+    # prod over the rows of an [N, 1] max, then min over the size-1 axis left (a squeeze
+    # and a broadcast): the product's register buffer lived inside the loops of its
+    # broadcast axis (a block and a thread index, one pass each) and the squeeze, which
+    # has no such axis, read it outside them; codegen refused the group and it ran on the
+    # host (7 of 1500 fusions of seed 14). The buffer is now allocated outside them
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        t3 = fd.ops.max(t0, dims=[1], keepdim=True, dtype=DataType.Null)
+        t4 = fd.ops.prod(t3, dims=[0], keepdim=False, dtype=DataType.Null)
+        fd.add_output(fd.ops.min(t4, dims=[0], keepdim=True, dtype=DataType.Null))
+        fd.add_output(fd.ops.add(t0, fd.define_scalar(0.1, dtype=DataType.Double)))
+        fd.add_output(t3)
+
+    x = (RNG.standard_normal((37, 16)) * 0.3 + 1.0).astype(np.float32)
+    runtime, _ = _runtime(build, [x])
+    kernels, refused = lowered_groups(runtime.segmented, runtime.name, "int32")
+    assert not refused and len(kernels) == len(runtime.segmented.groups)
+    smallest, _, _ = _check(build, [x])
+    np.testing.assert_allclose(smallest, [np.prod(x.max(axis=1), dtype=np.float32)], rtol=1e-5)
