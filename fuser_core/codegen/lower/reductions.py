@@ -107,8 +107,8 @@ class Reductions(Compute):
         (the thread's first finite element) beside them: the mean is x0 plus that sum over
         the count, and M2 grows by Welford's (x - old mean) * (x - new mean). Shifted by
         x0, a thread's row of one repeated value sums to 0 and has exactly that value for
-        its mean (a plain running sum of 21 copies of 0.3 rounds, and a layer norm of a
-        constant row gave (x - mean) * rsqrt(eps) = 4e-5, not 0); where the sum is exact
+        its mean (a plain running sum of 21 copies of 7.7 rounded to an ulp off the mean,
+        and (x - mean) * rsqrt(var + eps) of a constant gave 4.5e-4, not 0); where the sum is exact
         (integers, short rows of halves) the mean is the exact sum over the count rounded
         once or twice, as torch's and the reference's (the classic `mean += delta / n`
         rounds at every element: a row of integers summing to 0 got the mean 3e-8, not 0,
