@@ -112,6 +112,8 @@ class BroadcastOp(Expr):
     """Inserts broadcast axes at the output positions flagged True."""
 
     op_name = "broadcast"
+    # Made by an element-wise op to align a lower-rank operand to the right (maybe_broadcast)
+    rank_alignment = False
 
     def __init__(self, out: TensorView, inp: TensorView, flags: Sequence[bool]) -> None:
         self.flags = list(flags)

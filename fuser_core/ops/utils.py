@@ -113,7 +113,11 @@ def broadcast(tv: TensorView, flags: Sequence[bool], op: str = "broadcast") -> T
 
 def maybe_broadcast(vals: Sequence[Val]) -> list[Val]:
     rank = max((v.ndim for v in vals if isinstance(v, TensorView)), default=0)
-    return [broadcast_to_rank(v, rank) if isinstance(v, TensorView) else v for v in vals]
+    aligned = [broadcast_to_rank(v, rank) if isinstance(v, TensorView) else v for v in vals]
+    for before, after in zip(vals, aligned, strict=True):
+        if after is not before and isinstance(after.definition, BroadcastOp):
+            after.definition.rank_alignment = True
+    return aligned
 
 
 def _prefer_extent(ids: list[IterDomain]) -> Scalar:

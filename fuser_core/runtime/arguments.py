@@ -28,6 +28,7 @@ from fuser_core.ir.evaluator import ExpressionEvaluator
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import IterDomain
 from fuser_core.ir.scalar import Scalar, normalize_value
+from fuser_core.ir.tensor_exprs import BroadcastOp
 from fuser_core.ir.tensor_view import TensorView, tensors_of
 from fuser_core.scheduler.id_map import IdMap, constant_axes, constant_extents, symbolic_axes
 
@@ -253,11 +254,37 @@ def _raise_mismatch(fusion: Fusion, first: tuple[int, int, int], other: tuple[in
     dims = [fusion.inputs[p].logical_no_reductions()[a] for p, a, _ in (first, other)]  # type: ignore[attr-defined]
     op = _tying_op(fusion, dims, lambda id_map: id_map.exact(dims[0]) == id_map.exact(dims[1]))
     (p0, a0, s0), (p1, a1, s1) = first, other
-    raise _error_at(
-        op,
+    message = (
         f"{_input_label(p1, fusion.inputs[p1])} axis {a1} has size {s1}, but "
-        f"{_input_label(p0, fusion.inputs[p0])} axis {a0}, which it is combined with, has size {s0}: "
-        "an axis defined with -1 is not broadcast even when its size is 1: define it with size 1 to broadcast",
+        f"{_input_label(p0, fusion.inputs[p0])} axis {a0}, which it is combined with, has size {s0}"
+    )
+    if 1 in (s0, s1):
+        message += (
+            ": an axis defined with -1 is not broadcast even when its size is 1: define it with size 1 to broadcast"
+        )
+    raise _error_at(op, message + _rank_alignment_note(op))
+
+
+def _rank_alignment_note(op: Expr | None) -> str:
+    """Where the op aligned a lower-rank operand to the right (as nvFuser's element-wise
+    ops broadcast it), the ranks of its operands as written (in the script's order: the
+    fusion's tensor names differ from the script's): the usual cause of a mismatch there
+    is an operand one expected to be aligned to the left."""
+    if op is None:
+        return ""
+    written = []
+    for value in op.inputs:
+        if not isinstance(value, TensorView):
+            continue
+        definition = value.definition
+        aligned = isinstance(definition, BroadcastOp) and definition.rank_alignment
+        written.append((definition.inputs[0] if aligned else value, aligned))  # type: ignore[union-attr]
+    if not any(aligned for _, aligned in written):
+        return ""
+    ranks = " and ".join(str(tv.ndim) for tv, _ in written)  # type: ignore[union-attr]
+    return (
+        f" ({op.user_name}'s operands have ranks {ranks}: the lower-rank one is aligned to the right, "
+        "its axes combined with the last ones of the other; broadcast_in_dim places them elsewhere)"
     )
 
 

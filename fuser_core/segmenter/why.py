@@ -155,9 +155,12 @@ class SplitAnswer:
     def lines(self) -> list[str]:
         out = [f"What would g{self.group} be without its scheduler ({self.scheduler.value})?"]
         out += [f"  g{self.group}: {self.label}", f"answer: {self.conclusion()}"]
-        out.append("the schedulers below it, on the whole group, in priority order:")
-        for v in self.verdicts:
-            out += [f"  {line}" for line in v.lines()]
+        if self.verdicts:
+            out.append("the schedulers below it, on the whole group, in priority order:")
+            for v in self.verdicts:
+                out += [f"  {line}" for line in v.lines()]
+        else:
+            out.append(f"no scheduler comes after {self.scheduler.value} in priority order to take the group whole")
         stuck = [e for p in self.parts if p.scheduler is None for e in p.exprs]
         if stuck:
             out.append(f"expressions no other scheduler takes alone: {{{', '.join(str(e) for e in sorted(stuck))}}}")

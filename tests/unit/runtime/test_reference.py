@@ -21,6 +21,21 @@ def test_a_size_one_axis_defined_minus_one_does_not_broadcast():
     assert err.value.location.filename.endswith("test_reference.py")
 
 
+def test_a_mismatch_after_rank_alignment_says_the_lower_rank_operand_was_aligned_right():
+    # mul of [N, H] by a [N] row sum: the [N] operand is aligned to the right, as nvFuser
+    # broadcasts it, so its N meets H; the error says so (the size-1 hint, which does not
+    # apply to sizes 6 and 4, is left out)
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], contiguity=True)
+        fd.add_output(fd.ops.mul(x, fd.ops.sum(x, dims=[1])))
+    with pytest.raises(FuserError) as err:
+        fd.execute([np.ones((6, 4), np.float32)])
+    assert err.value.op == "mul"
+    assert "operands have ranks 2 and 1: the lower-rank one is aligned to the right" in str(err.value)
+    assert "size 1 to broadcast" not in str(err.value)
+    assert err.value.location.filename.endswith("test_reference.py")
+
+
 def test_a_manual_slice_past_the_end_is_an_error_not_a_short_result():
     with FusionDefinition() as fd:
         t = fd.define_tensor(shape=[-1], contiguity=True)
