@@ -201,6 +201,9 @@ def _command_options(args: argparse.Namespace) -> AbstractContextManager[Any]:
 
 
 def dump(args: argparse.Namespace, out: TextIO) -> int:
+    if not args.dump and (args.shapes or args.scalars):
+        # Without --dump the script is only printed: inputs given for a run would be ignored.
+        raise FuserError("dump: --shapes and --scalars are the inputs of a run: add --dump NAMES to run with them")
     with _command_options(args):
         if args.dump:
             _check_backend(args.backend)

@@ -515,3 +515,12 @@ def test_export_repro_to_a_named_file(tmp_path):
     (again,) = load_repro(out).definitions
     assert again.fd.fusion_ir() == original.fd.fusion_ir()
     assert [spec.shape for spec in again.inputs] == [spec.shape for spec in original.inputs]
+
+
+def test_dump_without_dump_names_refuses_run_inputs_it_would_ignore(capsys):
+    # without --dump the script is only printed: --shapes (even a malformed one) was
+    # silently ignored and the bundled inputs printed
+    for extra in (["--shapes", "8x1024"], ["--shapes", "4x16xax1024"], ["--scalars", "3"]):
+        code, text = run_cli("dump", "softmax", *extra)
+        assert code == 1 and text == ""
+        assert "--shapes and --scalars are the inputs of a run: add --dump NAMES" in capsys.readouterr().err
