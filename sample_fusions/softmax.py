@@ -4,9 +4,9 @@
 # and cast back to bf16. Each reduction result is broadcast back with two
 # broadcast_in_dim ops (first to [..., 1], then to the full shape), as Thunder writes it.
 #
-# What to look at in the workbench: a single normalization (persistent) segment holding
-# both reductions; the heuristics chosen for a 1024-wide inner reduction over 65536
-# rows; bytes moved (one read and one write of 128 MiB in the ideal kernel) against
+# What to look at in the workbench: a single reduction segment holding both reductions
+# (its row is read again from L1/L2 rather than held in registers: `rereading` in the
+# README); the heuristics chosen for a 1024-wide inner reduction over 65536 rows; bytes moved (one read and one write of 128 MiB in the ideal kernel) against
 # the achieved bandwidth.
 # Inputs: scores bf16[4, 16, 1024, 1024] = 128 MiB. Output: bf16, same shape.
 import torch

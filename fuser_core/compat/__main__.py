@@ -24,7 +24,19 @@ def main(argv: list[str]) -> int:
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
         return 0
     sys.argv = list(argv)
-    runpy.run_path(argv[0], run_name="__main__")
+    try:
+        runpy.run_path(argv[0], run_name="__main__")
+    except ModuleNotFoundError as err:
+        if err.name != "torch":
+            raise
+        # A repro script makes its inputs with torch: without it, the workbench can still
+        # run the script (`fuser-wb dump`), building the inputs from the script's shapes.
+        print(
+            f"{argv[0]}: the script imports torch, which is not installed here: install torch "
+            f"to run it as written, or run `fuser-wb dump {argv[0]} --dump fusion_ir` (inputs from its shapes)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

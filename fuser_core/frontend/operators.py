@@ -7,6 +7,7 @@ and lists of ints or Scalars (or a Vector) for shapes. Both `dims=` and the olde
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -138,7 +139,7 @@ class Operators:
             return _binary_method(self, name)
         if name in UNSUPPORTED_OPS:
             return _unsupported_method(self, name)
-        raise AttributeError(f"fd.ops has no op {name!r}")
+        raise AttributeError(f"fd.ops has no op {name!r}{_closest_op(name)}")
 
     @user_call("truediv")
     def truediv(self, arg1: Any, arg2: Any) -> Tensor | Scalar:
@@ -697,3 +698,10 @@ def _unsupported_method(ops: Operators, name: str) -> Callable[..., Any]:
         raise FuserError("is not supported by fuser-workbench yet", op=name)
 
     return apply.__get__(ops)
+
+
+def _closest_op(name: str) -> str:
+    """`: did you mean 'rsqrt'?` for a misspelled op, or nothing."""
+    known = {*UNARY_OPS, *BINARY_OPS, *(n for n in dir(Operators) if not n.startswith("_"))}
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f": did you mean {close[0]!r}?" if close else ""

@@ -75,8 +75,8 @@ def fd_attribute(fd: FusionDefinition, name: str) -> Any:
 def ops_attribute(ops: Operators, name: str) -> SafeFunction:
     try:
         method = getattr(ops, name)
-    except AttributeError:
-        raise FuserError(f"fd.ops has no op {name!r}", op=name) from None
+    except AttributeError as err:
+        raise FuserError(str(err), op=name) from None
     if not callable(method):
         raise FuserError(f"`fd.ops.{name}` is not an op", op=name)
     if name in OLD_KEYWORDS:

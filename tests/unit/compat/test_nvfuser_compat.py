@@ -70,6 +70,18 @@ def test_python_dash_m_compat_runs_an_unchanged_nvfuser_script_with_its_argument
     assert "argv ['--flag', '3']" in done.stdout
 
 
+def test_python_dash_m_compat_on_a_repro_without_torch_says_what_to_do(tmp_path):
+    # a repro script makes its inputs with torch: without it, one line naming the way out
+    # (the workbench builds inputs from the script's shapes), not a traceback
+    script = tmp_path / "repro.py"
+    script.write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+    done = python("-m", "fuser_core.compat", str(script))
+    assert done.returncode == 1
+    assert "the script imports torch, which is not installed here" in done.stderr
+    assert f"fuser-wb dump {script} --dump fusion_ir" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_python_dash_m_compat_without_a_script_prints_its_usage_and_fails():
     done = python("-m", "fuser_core.compat")
     assert done.returncode == 2

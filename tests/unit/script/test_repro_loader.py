@@ -325,6 +325,12 @@ def test_unknown_op_is_a_fuser_error_naming_it():
     assert info.value.location.lineno == 5
 
 
+def test_a_misspelled_op_is_named_with_the_closest_one():
+    with pytest.raises(FuserError, match=r"fd\.ops has no op 'rsqrtt': did you mean 'rsqrt'\?") as info:
+        load(simple("t = fd.define_tensor([-1], [True])\nfd.add_output(fd.ops.rsqrtt(t))"))
+    assert info.value.op == "rsqrtt" and info.value.location.lineno == 5
+
+
 def test_wrong_arguments_to_an_op_become_a_fuser_error():
     with pytest.raises(FuserError, match="TypeError") as info:
         load(simple("t = fd.define_tensor([-1], [True])\nfd.add_output(fd.ops.add(t))"))
