@@ -98,10 +98,12 @@ class _Concretizer:
         # Downstream axes copied the placeholder's extents: give them the real ones. An
         # extent the reshape took from upstream (`fd.ops.size(t, 2)` as a new size) is
         # upstream's too, and stays.
+        # An axis the reshape left an expanded broadcast has the expanded extent's elements:
+        # a sum over it adds that many (its broadcast extent, 1, would add one).
         upstream = _upstream_extents(source)
         for before, after in zip(old.logical, new.logical_no_reductions(), strict=True):
             if before.extent.definition is not None and id(before.extent) not in upstream:
-                self.substitutions[id(before.extent)] = after.extent
+                self.substitutions[id(before.extent)] = after.maybe_expanded_extent
         self.fusion.replace_val(old, new)
         self.fusion.remove_expr(view)
         self.tensors[new.name] = new

@@ -828,3 +828,22 @@ def test_a_squeeze_of_a_reduction_over_broadcast_iteration_axes_is_generated():
     assert not refused and len(kernels) == len(runtime.segmented.groups)
     smallest, _, _ = _check(build, [x])
     np.testing.assert_allclose(smallest, [np.prod(x.max(axis=1), dtype=np.float32)], rtol=1e-5)
+
+
+# -- seed 16 on the CPU: case 248 ---------------------------------------------------------
+
+
+def test_a_sum_over_a_reshape_that_leaves_an_expanded_broadcast_counts_every_element():
+    # x [512, 1], an expanded scalar, reshaped to [512] (concretized as a squeeze of the
+    # size-1 axis, which leaves the expanded broadcast) and summed: the sum's axis took
+    # the broadcast's extent, 1, for the reshape's size, and the kernel added one element
+    # (4, not 2048; seed 16 case 248)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, 1], contiguity=[None, None], dtype=DataType.Int)
+        size = fd.ops.mul(fd.ops.size(t0, dim=0), fd.ops.size(t0, dim=1))
+        t5 = fd.ops.reshape(t0, new_shape=[size])
+        fd.add_output(fd.ops.sum(t5, dims=[0], keepdim=False, dtype=DataType.Int))
+
+    x = np.lib.stride_tricks.as_strided(np.int64([4]), (512, 1), (0, 8))
+    (total,) = _check(build, [x])
+    assert total == 2048
