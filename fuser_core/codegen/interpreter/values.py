@@ -63,14 +63,12 @@ _DIVISIONS: dict[str, Callable[..., Any]] = {"/": BinaryOpType.Div.value.numpy, 
 # Operators whose bool operands C promotes to int.
 _INT_PROMOTING = frozenset({"+", "-", "*", "/", "%", ">>", "<<"})
 
-# Device functions by printed name, from the op tables: a new op there works here.
+# Device functions by printed name, from the op tables: a new op there works here; and
+# the runtime header's own forms of an op, by the op whose values they compute.
 _DEVICE_FUNCTIONS: dict[str, OpRule] = {
-    rule.name: rule for kind in (UnaryOpType, BinaryOpType, TernaryOpType) for rule in (op.value for op in kind)
+    **{rule.name: rule for kind in (UnaryOpType, BinaryOpType, TernaryOpType) for rule in (op.value for op in kind)},
+    "fuser_div_invariant": BinaryOpType.Div.value,
 }
-
-
-# The runtime header's own functions, by the op whose values they compute.
-_DEVICE_FUNCTIONS["fuser_div_invariant"] = BinaryOpType.Div.value
 
 
 def device_function(name: str) -> OpRule | None:

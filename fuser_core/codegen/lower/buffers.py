@@ -100,14 +100,6 @@ class Buffers(Indexing):
             slot = add(mul(slot, self._const_extent(dim, tv)), position)
         return slot
 
-    def _forward_slot(self, tv: TensorView, coords: Coords) -> k.Node:
-        """The position of logical `coords` in a tile laid out by the tensor's loop domain."""
-        index = self._forward_index(tv, coords)
-        slot: k.Node = k.Const(INDEX, 0)
-        for dim in self._allocated_dims(tv):
-            slot = add(mul(slot, self._const_extent(dim, tv)), index[id(dim)])
-        return slot
-
     def _const_extent(self, dim: IterDomain, tv: TensorView) -> k.Node:
         padded = padded_size(dim)
         if tv.memory_type == MemoryType.Shared and dim.parallel_type in THREADS and padded is not None:
