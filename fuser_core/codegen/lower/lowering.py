@@ -10,6 +10,7 @@ from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.fast_division import use_fast_division
 from fuser_core.codegen.lower.grid_groups import group_block_reductions, group_grid_reductions
 from fuser_core.codegen.lower.model import HARDWARE, concrete, loop_var
+from fuser_core.codegen.lower.sibling_nests import merge_sibling_nests
 from fuser_core.codegen.lower.stores import Stores
 from fuser_core.codegen.simplify import const_value, index_bounds
 from fuser_core.errors import FuserError
@@ -95,6 +96,10 @@ class Lowering(Stores):
                 op="codegen",
                 tensor=self.name,
             )
+        # The register budget is read from the nests as emitted, one per tensor, before they merge.
+        max_threads = self._max_threads() if self.reduce_scratch else 0
+        min_blocks = self._min_blocks() if self.reduce_scratch else 0
+        merge_sibling_nests(self.body, {t.name for t in self.tensor_args} | {w.name for w in self.workspaces})
         # Last: every check above reads plain `/` and `%`.
         divisors = use_fast_division(self.body) if self.index_type == DataType.Int32 else []
         vectorized = {name: w for name, w in self.vector_widths.items()}
@@ -121,8 +126,8 @@ class Lowering(Stores):
             self.shared_bytes,
             vectorized=bool(vectorized),
             workspaces=self.workspaces,
-            max_threads=self._max_threads() if self.reduce_scratch else 0,
-            min_blocks=self._min_blocks() if self.reduce_scratch else 0,
+            max_threads=max_threads,
+            min_blocks=min_blocks,
             dynamic_shared_bytes=dynamic_shared,
             divisors=divisors,
         )
