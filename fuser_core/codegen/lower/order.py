@@ -25,6 +25,9 @@ def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
             if val.name in names:
                 return True
             if val.definition is not None:
+                # A Welford's count or variance is materialized as its average is.
+                if any(o.name in names for o in val.definition.outputs if isinstance(o, TensorView)):
+                    return True
                 stack.extend(v for v in val.definition.inputs if isinstance(v, TensorView))
         return False
 

@@ -847,3 +847,21 @@ def test_a_sum_over_a_reshape_that_leaves_an_expanded_broadcast_counts_every_ele
     x = np.lib.stride_tricks.as_strided(np.int64([4]), (512, 1), (0, 8))
     (total,) = _check(build, [x])
     assert total == 2048
+
+
+def test_a_value_read_from_a_welfords_variance_and_count_is_computed_after_the_welford():
+    # var * n / n of an int column, beside another output that shares the input's load:
+    # the division read the Welford's variance and count, not its average (the one output
+    # materialized), so it looked computed "from inputs alone" and was emitted before the
+    # Welford, reading buffers not yet allocated (a KeyError in lowering; seed 17 case 634)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, 1, 1, 1], contiguity=[True, None, None, None], dtype=DataType.Int)
+        t1 = fd.ops.cast(t0, dtype=DataType.Float)
+        _, m2, n = fd.ops.welford(t1, dims=[0, 1, 2])
+        fd.add_output(fd.ops.max(fd.ops.div(m2, n), dims=[0], keepdim=False))
+        fd.add_output(fd.ops.reshape(t0, new_shape=[512]))
+
+    x = RNG.integers(-50, 50, (512, 1, 1, 1))
+    variance, flat = _check(build, [x])
+    np.testing.assert_allclose(variance, x.astype(np.float64).var(), rtol=1e-5)
+    np.testing.assert_array_equal(flat, x.reshape(512))
