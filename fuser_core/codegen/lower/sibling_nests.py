@@ -133,36 +133,41 @@ def _declared(stmts: list[k.Stmt]) -> set[str]:
 def _iterations_commute(index: k.Var, a: list[k.Stmt], b: list[k.Stmt]) -> bool:
     """Whether `for i {A}; for i {B}` may run as `for i {A; B}`."""
     writes_a, writes_b = _writes(a), _writes(b)
-    local = _declared(a) | _declared(b)  # per iteration: each iteration has its own
-    inner = {s.index.name: s for s in k.walk(a + b) if isinstance(s, k.For)}
-    shared = ((writes_a & (_reads(b) | writes_b)) | (writes_b & _reads(a))) - local
+    # Values that change inside the loop: an index built from one could reach anywhere.
+    varying = _declared(a) | _declared(b) | writes_a | writes_b
+    inner: dict[str, list[k.For]] = {}
+    for s in k.walk(a + b):
+        if isinstance(s, k.For):
+            inner.setdefault(s.index.name, []).append(s)
+    shared = ((writes_a & (_reads(b) | writes_b)) | (writes_b & _reads(a))) - _declared(a) - _declared(b)
     for buffer in shared:
         indices = set(_accesses(a + b, buffer))
         if len(indices) != 1:
             return False
         (only,) = indices
-        if not _one_iteration_per_element(only, index, inner, local):
+        if not _one_iteration_per_element(only, index, inner, varying):
             return False
     return True
 
 
-def _one_iteration_per_element(node: k.Node, index: k.Var, inner: dict[str, k.For], local: set[str]) -> bool:
+def _one_iteration_per_element(node: k.Node, index: k.Var, inner: dict[str, list[k.For]], varying: set[str]) -> bool:
     """Whether the elements iteration i reaches at `node` are reached by no other iteration:
     node = c * i + the d * j of inner loops' indices j + terms fixed for the whole loop,
     with c > 0 and the inner terms spanning less than c (i * 8 + j, j < 8)."""
     used = set(k.node_reads(node, with_vars=True))
-    if used & local:  # a value computed inside: no telling what it spans
+    if used & varying:
         return False
     coefficient = _coefficient(node, index)
     if coefficient is None or coefficient <= 0:
         return False
     span = 0
     for name in used & set(inner):
-        loop = inner[name]
-        d, extent = _coefficient(node, loop.index), const_value(loop.extent)
-        if d is None or not isinstance(extent, int):
+        extents = [const_value(loop.extent) for loop in inner[name]]
+        d = _coefficient(node, inner[name][0].index)
+        whole = [e for e in extents if isinstance(e, int)]
+        if d is None or len(whole) != len(extents):
             return False
-        span += abs(d) * (extent - 1)
+        span += abs(d) * (max(whole) - 1)
     return span < coefficient
 
 

@@ -181,3 +181,12 @@ def test_an_index_that_an_inner_loop_moves_keeps_the_loops_apart():
     first = loop(k.For(j, c(2), k.LoopKind.unroll, [k.Store("a", pair, read("x", pair))]))
     second = loop(k.For(j, c(2), k.LoopKind.unroll, [k.Store("b", pair, read("a", pair))]))
     assert len(merged(first, second)) == 1
+
+
+def test_an_index_read_from_a_buffer_the_loops_write_keeps_them_apart():
+    # b[i + off[0]] where the first loop moves off[0]: no telling which element an
+    # iteration reaches.
+    moved = plus(i, read("off", c(0)))
+    first = loop(k.Store("a", moved, read("x", i)), k.Store("off", c(0), read("y", i)))
+    second = loop(k.Store("b", i, read("a", moved)))
+    assert len(merged(first, second)) == 2
