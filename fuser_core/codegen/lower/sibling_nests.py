@@ -8,18 +8,23 @@ product again). Merged, `for i {A}; for i {B}` is `for i {A; B}` and `if (c) {A}
 is `if (c) {A; B}`: one scope the compiler can schedule and share values in.
 
 Only adjacent statements merge, so nothing moves across a barrier or a reduction, and only
-where the order of the work each iteration does is free to change:
+where no value can change and no load is held back:
 
-- a scope that runs once (a thread or block index, a loop of one iteration) always;
+- loops that iterate, and `if`s, only when neither body loads from or stores to global
+  memory: merged, a later iteration's loads would follow an earlier one's stores, and the
+  compiler cannot move them past (it cannot tell two tensors apart); merging nests of
+  loads measured slower too (gelu's two inputs interleaved, RoPE's registers);
 - a loop that iterates, when every buffer one body writes and the other reads or writes is
-  accessed at one index, strictly increasing with the loop index (element i of B reads
-  only what iteration i of A wrote), and not when the first body loads from global memory
-  and the second stores to it: the loads of all iterations stay ahead of the stores, which
-  the compiler could not move them past (it cannot tell the two tensors apart);
-- an `if`, when the first body writes nothing the condition reads.
+  accessed at one index c * i + (terms of inner loops spanning less than c) + terms fixed
+  for the whole loop: iteration i of B reads only what iteration i of A wrote;
+- an `if`, when the first body writes nothing the condition reads;
+- scopes that run once (a thread or block index, a loop of one iteration) when something
+  inside them then merges: the code is straight-line either way;
+- a statement between two nests that would merge moves after them when neither it nor the
+  second nest writes what the other reads or writes, and it stores nothing to global memory.
 
-Neither side may declare a name the other declares (one C++ scope), hold a barrier or a
-reduction (whole blocks must reach those), or have an `else`.
+Neither side may declare a name the other declares or reads (one C++ scope), hold a barrier
+or a reduction (whole blocks must reach those), or have an `else`.
 """
 
 from __future__ import annotations
@@ -117,7 +122,11 @@ def _commute(a: k.Stmt, b: k.Stmt, globals_: set[str]) -> bool:
 def _free_to_share_a_scope(a: list[k.Stmt], b: list[k.Stmt]) -> bool:
     if any(isinstance(s, k.Sync | k.ParallelReduce) for s in (*k.walk(a), *k.walk(b))):
         return False
-    return not _declared(a) & _declared(b)
+    declared_a, declared_b = _declared(a), _declared(b)
+    if declared_a & declared_b:
+        return False
+    # In one scope, a name the first declares would capture the second's read of an outer one.
+    return not declared_a & _reads(b, with_vars=True)
 
 
 def _declared(stmts: list[k.Stmt]) -> set[str]:

@@ -190,3 +190,26 @@ def test_an_index_read_from_a_buffer_the_loops_write_keeps_them_apart():
     first = loop(k.Store("a", moved, read("x", i)), k.Store("off", c(0), read("y", i)))
     second = loop(k.Store("b", i, read("a", moved)))
     assert len(merged(first, second)) == 2
+
+
+def test_a_name_the_first_scope_declares_does_not_capture_the_seconds_outer_one():
+    # float t (outer); for i { float t = 2; a[i] = t; } for i { b[i] = t; }: merged, b
+    # would read the inner t.
+    t = k.Var(F, "t")
+    first = loop(k.Define(t, k.Const(F, 2.0)), k.Store("a", i, t))
+    second = loop(k.Store("b", i, t))
+    assert len(merged(first, second)) == 2
+
+
+def test_inner_loops_of_one_name_and_different_extents_are_spanned_by_the_longest():
+    # A: a[2i + j] for j < 4 (iterations overlap); B reads a[2i + j] for j < 4 and has a
+    # j < 1 loop too: the span is 3 * 1, not 0, against the coefficient 2.
+    j = k.Var(IDX, "j")
+    slot = plus(k.Bin(IDX, "*", i, c(2)), j)
+    first = loop(k.For(j, c(4), k.LoopKind.unroll, [k.Store("a", slot, read("x", i))]), extent=4)
+    second = loop(
+        k.For(j, c(4), k.LoopKind.unroll, [k.Store("b", i, plus(read("b", i), read("a", slot)))]),
+        k.For(j, c(1), k.LoopKind.unroll, []),
+        extent=4,
+    )
+    assert len(merged(first, second)) == 2
