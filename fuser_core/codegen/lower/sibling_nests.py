@@ -67,14 +67,7 @@ def _merged(a: k.Stmt, b: k.Stmt) -> k.Stmt:
 
 def _mergeable(a: k.Stmt, b: k.Stmt, globals_: set[str]) -> bool:
     if isinstance(a, k.For) and isinstance(b, k.For):
-        same_loop = (a.index, a.extent, a.kind, a.hardware, a.guarded) == (
-            b.index,
-            b.extent,
-            b.kind,
-            b.hardware,
-            b.guarded,
-        )
-        if not same_loop or not _free_to_share_a_scope(a.body, b.body):
+        if _header(a) != _header(b) or not _free_to_share_a_scope(a.body, b.body):
             return False
         if a.kind in _ONCE or const_value(a.extent) == 1:
             return _junction_merges(a.body, b.body, globals_)
@@ -88,6 +81,16 @@ def _mergeable(a: k.Stmt, b: k.Stmt, globals_: set[str]) -> bool:
             return False
         return not set(k.node_reads(a.cond)) & _writes(a.then)
     return False
+
+
+def _header(loop: k.For) -> tuple[object, ...]:
+    """What makes two loops the same loop (the label is only the dump's)."""
+    return (loop.index, loop.extent, loop.kind, loop.hardware, loop.guarded)
+
+
+def _synchronizes(stmts: list[k.Stmt]) -> bool:
+    """Whether `stmts` hold a barrier or a block reduction: whole blocks must reach those."""
+    return any(isinstance(s, k.Sync | k.ParallelReduce) for s in k.walk(stmts))
 
 
 def _touch_global(stmts: list[k.Stmt], globals_: set[str]) -> bool:
@@ -110,7 +113,7 @@ def _commute(a: k.Stmt, b: k.Stmt, globals_: set[str]) -> bool:
     """Whether `a; b` may run as `b; a`: neither writes (or declares) what the other reads
     or writes, neither synchronizes, and `b` stores nothing to global memory (the compiler
     cannot move a later load ahead of a store: a store moved up would hold loads back)."""
-    if any(isinstance(s, k.Sync | k.ParallelReduce) for s in (*k.walk([a]), *k.walk([b]))):
+    if _synchronizes([a, b]):
         return False
     writes_a, writes_b = _writes([a]) | _declared([a]), _writes([b]) | _declared([b])
     if writes_b & globals_:
@@ -120,7 +123,7 @@ def _commute(a: k.Stmt, b: k.Stmt, globals_: set[str]) -> bool:
 
 
 def _free_to_share_a_scope(a: list[k.Stmt], b: list[k.Stmt]) -> bool:
-    if any(isinstance(s, k.Sync | k.ParallelReduce) for s in (*k.walk(a), *k.walk(b))):
+    if _synchronizes(a + b):
         return False
     declared_a, declared_b = _declared(a), _declared(b)
     if declared_a & declared_b:
@@ -142,13 +145,14 @@ def _declared(stmts: list[k.Stmt]) -> set[str]:
 def _iterations_commute(index: k.Var, a: list[k.Stmt], b: list[k.Stmt]) -> bool:
     """Whether `for i {A}; for i {B}` may run as `for i {A; B}`."""
     writes_a, writes_b = _writes(a), _writes(b)
+    declared = _declared(a + b)  # per iteration: each iteration has its own
     # Values that change inside the loop: an index built from one could reach anywhere.
-    varying = _declared(a) | _declared(b) | writes_a | writes_b
+    varying = declared | writes_a | writes_b
     inner: dict[str, list[k.For]] = {}
     for s in k.walk(a + b):
         if isinstance(s, k.For):
             inner.setdefault(s.index.name, []).append(s)
-    shared = ((writes_a & (_reads(b) | writes_b)) | (writes_b & _reads(a))) - _declared(a) - _declared(b)
+    shared = ((writes_a & (_reads(b) | writes_b)) | (writes_b & _reads(a))) - declared
     for buffer in shared:
         indices = set(_accesses(a + b, buffer))
         if len(indices) != 1:
@@ -247,12 +251,12 @@ def _coefficient(node: k.Node, var: k.Var) -> int | None:
         left, right = _coefficient(node.a, var), _coefficient(node.b, var)
         if left is None or right is None:
             return None
-        if left == 0 and right == 0:
+        if left and right:  # var * var
+            return None
+        if not left and not right:
             return 0
         factor = const_value(node.b) if left else const_value(node.a)
-        if not isinstance(factor, int) or (left and right):
-            return None
-        return (left or right) * factor
+        return (left or right) * factor if isinstance(factor, int) else None
     if var.name in set(k.node_reads(node, with_vars=True)):
         return None
     return 0
