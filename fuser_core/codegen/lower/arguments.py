@@ -41,9 +41,11 @@ class Arguments:
         self.tensor_args: list[k.TensorArg] = []
         self.scalar_args: list[k.ScalarArg] = []
         self._bind_arguments()
-        self.materialized: list[TensorView] = _hoisted(
-            [e.output for e in self.exprs if isinstance(e.output, TensorView) and self._is_materialized(e.output)]
-        )
+        materialized = [
+            e.output for e in self.exprs if isinstance(e.output, TensorView) and self._is_materialized(e.output)
+        ]
+        per_row = frozenset(tv.name for tv in materialized if self._loaded_outside_consumer_loops(tv))
+        self.materialized: list[TensorView] = _hoisted(materialized, per_row)
         self.instances: dict[int, list[Instance]] = {}
         self._instances_by_checks: dict[tuple[Any, ...], Instance] = {}
         self.buffers: dict[tuple[int, Instance], str] = {}
@@ -199,7 +201,37 @@ class Arguments:
             return True  # never inlined: a Welford's avg is computed even when only its M2 is read
         if tv.compute_at_pos == 0 and tv.uses and self._reloadable(tv):
             return False
+        if self._loaded_outside_consumer_loops(tv):
+            return True
         return 0 < tv.compute_at_pos < len(tv.loop) or (tv.compute_at_pos == 0 and bool(tv.uses))
+
+    def _loaded_outside_consumer_loops(self, tv: TensorView) -> bool:
+        """A cache of an input inlined at all its loops while a consumer runs serial loops
+        inside them (cross-entropy's label and gradient, one per row, read by every element
+        of the row): loaded once where its own loops are, as nvFuser places every tensor at
+        its loop nest's depth. Inlined into the consumer instead, each element would load it
+        again: the compiler cannot move a global load past the row's stores."""
+        expr = tv.definition
+        if not isinstance(expr, LoadStoreOp) or expr.input not in self.inputs or tv.memory_type != MemoryType.Local:
+            return False
+        if tv.compute_at_pos != len(tv.loop) or not tv.loop:
+            return False
+        depth = tv.compute_at_pos
+        stack, seen = [tv], set()
+        while stack:  # through consumers inlined at the same loops (a cast of it)
+            for use in stack.pop().uses:
+                for out in use.outputs:
+                    if not isinstance(out, TensorView) or out.name in seen:
+                        continue
+                    seen.add(out.name)
+                    inner = out.loop[depth:]
+                    if any(
+                        d.parallel_type not in HARDWARE and const_value(self.extent(concrete(d))) != 1 for d in inner
+                    ):
+                        return True
+                    if not inner and out.compute_at_pos == depth and out not in self.outputs:
+                        stack.append(out)
+        return False
 
     def _reloadable(self, tv: TensorView) -> bool:
         """A cache of an input left outside every loop (its consumers' loops do not match)

@@ -12,10 +12,11 @@ from fuser_core.ir.tensor_view import MemoryType, TensorView
 _BLOCK_TYPES = (ParallelType.BIDx, ParallelType.BIDy, ParallelType.BIDz)
 
 
-def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
+def _hoisted(materialized: list[TensorView], per_row_loads: frozenset[int] = frozenset()) -> list[TensorView]:
     """Tensors computed outside every shared loop (ca_pos 0) from inputs alone, such as a
     weight loaded once per thread for all its rows, go first: before the loops they are
-    reused in, not between two of them."""
+    reused in, not between two of them. `per_row_loads` (by name: input caches loaded
+    outside the loops their consumers run inside them, one value a row) come next."""
     names = {tv.name for tv in materialized}
 
     def depends_on_loops(tv: TensorView) -> bool:
@@ -37,17 +38,27 @@ def _hoisted(materialized: list[TensorView]) -> list[TensorView]:
     # reduction, instead of one memory round trip per reduction (layer norm's backward read
     # its second input only after the first block reduction). A load inside a reduction's
     # serial loop stays in the loop of the reduction that reads it.
+    # A per-row value goes before all of those: its load is in flight with the row's first
+    # loads rather than waited for after the row's reductions (cross_entropy_bwd's label and
+    # gradient, H100: 257.4 and 257.7 us in two runs, against 260.6 and 258.9 loaded just
+    # before the output's loop).
+    per_row = [tv for tv in materialized if tv.name in per_row_loads and tv not in first]
     early = [
         tv
         for tv in materialized
-        if tv not in first and _is_input_load(tv) and feeds_reduction(tv) and _outside_serial_loops(tv)
+        if tv not in first
+        and tv not in per_row
+        and _is_input_load(tv)
+        and feeds_reduction(tv)
+        and _outside_serial_loops(tv)
     ]
-    order = first + early + [tv for tv in materialized if tv not in first and tv not in early]
+    placed = first + per_row + early
+    order = placed + [tv for tv in materialized if tv not in placed]
     # Any other register load goes just before the first tensor that reads it, past
     # unrelated ones (transpose_add's row-major input after the shared-memory tile and its
     # barrier: its loads are then in flight together, not held across the tile). A kernel
     # with several outputs may so load an input after another output's stores.
-    for tv in [q for q in order if q not in first and q not in early and _is_register_load(q)]:
+    for tv in [q for q in order if q not in placed and _is_register_load(q)]:
         at = order.index(tv)
         reader = next((q for q in order[at + 1 :] if _reads_any(q, {tv.name})), None)
         if reader is not None and not all(_is_register_load(q) for q in order[at + 1 : order.index(reader)]):

@@ -69,3 +69,34 @@ def test_a_transpose_loads_its_other_input_after_the_tile_all_before_its_stores(
     loads_nest = max(n for n in nests if n < min(x_loads))
     assert loads_nest > barrier  # the loads have a nest of their own after the tile
     assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+def _loops_open_at(cuda: str, pattern: str) -> list[int]:
+    """For each line matching `pattern`, how many `for` loops enclose it."""
+    depths, scopes = [], []
+    for line in cuda.splitlines():
+        if re.search(pattern, line):
+            depths.append(sum(scopes))
+        for char in line:
+            if char == "{":
+                scopes.append(line.lstrip().startswith("for ("))
+            elif char == "}":
+                scopes.pop()
+    return depths
+
+
+def test_a_per_row_input_is_loaded_once_per_row_outside_the_row_loops():
+    """cross-entropy's label and gradient are one value per row, broadcast along the
+    vocabulary: each is loaded once, outside the loops over the row, not under every
+    element's check in the output's loop (NVRTC cannot move a global load past the row's
+    stores: it loaded both for each element), and before the row's first loop (in flight
+    with the row's first loads). With several rows a block (100-wide rows) the load keeps
+    its row's check."""
+    text = (SAMPLES_DIR / "cross_entropy_bwd.py").read_text()
+    for rows, vocab in [("40", "3000"), ("1000", "100")]:
+        cuda, runtime, inputs = kernel_text(text.replace("4096", rows).replace("32064", vocab))
+        first_loop = cuda.index("for (nvfuser_index_t")
+        for name in ("T1", "T2"):
+            assert _loops_open_at(cuda, rf"= {name}\[") == [0], (rows, vocab, name)
+            assert cuda.index(f"= {name}[") < first_loop, (rows, vocab, name)
+        assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
