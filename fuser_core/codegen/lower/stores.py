@@ -9,6 +9,7 @@ from fuser_core.codegen.lower.model import (
     INDEX,
     Instance,
     _Scope,
+    _substitute,
     concrete,
     loop_var,
     read_by_writers,
@@ -73,7 +74,10 @@ class Stores(Reductions):
         first = self.own_instance(tv, {concrete(lane_dim).name: k.Const(INDEX, 0)})
         # Launch checks make the extent divisible by the width: lane 0's bounds are all lanes'.
         self._bound(lane, k.Const(INDEX, vector))
-        with self._predicated(land(self._write_predicate(tv), first.valid)):
+        # An expanded axis outside the vector (the lanes are contiguous in the compact
+        # storage) is written once too, as element by element: where its index is first.
+        once = _substitute(self.broadcast_write_once(tv), {lane.name: k.Const(INDEX, 0)})
+        with self._predicated(land(land(self._write_predicate(tv), once), first.valid)):
             staging = self._local_name(tv) + "_vec"
             self._emit(k.Alloc(staging, tv.dtype, vector, k.Memory.local))
             loop = k.For(lane, k.Const(INDEX, vector), k.LoopKind.unroll, label=concrete(lane_dim).to_string())

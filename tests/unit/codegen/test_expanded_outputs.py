@@ -172,3 +172,30 @@ def test_an_expanded_output_on_the_loops_of_a_slice_is_written_once():
     assert lowered_groups(runtime.segmented, runtime.name, runtime.signature.index_type)[1] == {}
     for vectorize in (True, False):
         assert check_generated_kernels(runtime, inputs, vectorize=vectorize) == ["kernel_g0"]
+
+
+def expanded_vectors_beside_a_slice(fd):
+    t0 = fd.define_tensor(shape=[-1, 1, -1, -1], contiguity=[None, None, True, True], stride_order=[3, 2, 1, 0])
+    t1 = fd.ops.neg(t0)
+    fd.add_output(t1)
+    fd.add_output(fd.ops.slice(t1, start_indices=[85, 0, 0, 0], end_indices=[127, 1, 5, 2]))
+
+
+def test_an_expanded_output_stored_in_vectors_is_written_once():
+    """The same where the expanded output is stored in vectors along its inner axis: the
+    vector store checks the expanded index too (it was written by each of the slice's 42
+    rows; the fuzzer, seed 18 case 954, seed 12 case 2457)."""
+    data = RNG.standard_normal(10).astype(np.float32)
+    inputs = [np.lib.stride_tricks.as_strided(data, (127, 1, 5, 2), (0, 40, 8, 4))]
+    fd = _fusion(expanded_vectors_beside_a_slice)
+    with use_options(device_model="h100_sxm", backend="reference"):
+        negated, sliced = fd.execute(inputs)
+        runtime = fd.runtime_for(inputs)
+    assert negated.strides[0] == 0 and (negated == -inputs[0]).all()
+    assert sliced.shape == (42, 1, 5, 2)
+    (group,) = runtime.segmented.groups
+    assert group.params.vectorize == 2
+    assert lowered_groups(runtime.segmented, runtime.name, runtime.signature.index_type)[1] == {}
+    for vectorize in (True, False):
+        assert check_generated_kernels(runtime, inputs, vectorize=vectorize) == ["kernel_g0"]
+    _compile_all(runtime)
