@@ -24,9 +24,9 @@ from fuser_core.codegen.lower.model import (
 )
 from fuser_core.codegen.simplify import add, const_value, div, mul
 from fuser_core.errors import FuserError
-from fuser_core.ir.iter_domain import IterDomain, Merge, ParallelType, Split
+from fuser_core.ir.iter_domain import IterDomain, Merge, ParallelType, Resize, Split
 from fuser_core.ir.tensor_exprs import CatOp, PadOp, ReductionOp, SliceOp, WelfordOp, downstream_uses
-from fuser_core.ir.tensor_view import MemoryType, TensorView
+from fuser_core.ir.tensor_view import MemoryType, TensorView, transforms_between
 
 
 class Buffers(Indexing):
@@ -45,7 +45,7 @@ class Buffers(Indexing):
                 continue  # a shared tile holds every thread's part, even along its consumers' loops
             if dim.is_reduction:
                 continue  # a reduction's buffer holds one partial result per iteration point
-            if dim.is_broadcast and tv.memory_type == MemoryType.Local:
+            if dim.is_broadcast and tv.memory_type == MemoryType.Local and not _sliced_to_one(tv, dim):
                 continue  # one value along its own broadcast axis, however far it is iterated
             hw = HARDWARE.get(dim.parallel_type)
             if hw is not None and (tv.memory_type == MemoryType.Local or hw.startswith("block")):
@@ -156,3 +156,20 @@ class Buffers(Indexing):
             and tv.dtype.itemsize < 4
             and not any(isinstance(use, CatOp | PadOp | SliceOp) for use, _ in downstream_uses(tv))
         )
+
+
+def _sliced_to_one(tv: TensorView, dim: IterDomain) -> bool:
+    """Whether loop ID `dim` of `tv` comes from one of its iterated axes resized to a single
+    element (a slice of width 1, concretized as a broadcast) in its own loop transforms. An
+    input cache read by two slices takes its loops from one of them: the other slice's
+    instance of it still varies along the loops split from that axis, so its buffer holds
+    each of them (seed 20 case 170: cat of x[:, 6:7] and x[:, 0:6], summed; two unrolled
+    steps loaded into one slot, the first read the second's values)."""
+    resized = set()
+    for expr in transforms_between(tv.logical, tv.loop):
+        source = expr.inputs[0]
+        if isinstance(expr, Resize) and isinstance(source, IterDomain) and not source.is_broadcast:
+            resized.add(id(expr.outputs[0]))
+        elif any(id(i) in resized for i in expr.inputs if isinstance(i, IterDomain)):
+            resized.update(id(o) for o in expr.outputs)
+    return id(dim) in resized

@@ -865,3 +865,26 @@ def test_a_value_read_from_a_welfords_variance_and_count_is_computed_after_the_w
     variance, flat = _check(build, [x])
     np.testing.assert_allclose(variance, x.astype(np.float64).var(), rtol=1e-5)
     np.testing.assert_array_equal(flat, x.reshape(512))
+
+
+def test_an_input_cache_read_by_a_one_wide_slice_and_another_slice_holds_each_unrolled_step():
+    # x[:, 6:7] and x[:, 0:6] of one input, concatenated and summed along the sliced axis:
+    # the input's cache took its loops from the one-wide slice (its axis resized to one
+    # element, concretized as a broadcast), so its register buffer held one vector for
+    # both unrolled steps of the other slice's loads, and the first step summed the
+    # second's values (seed 20 case 170)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, -1], contiguity=[True, True, True], dtype=DataType.BFloat16)
+        rows = fd.ops.size(t0, dim=0)
+        last = fd.ops.slice(t0, start_indices=[0, 6, 0], end_indices=[rows, 7, 2])
+        first = fd.ops.slice(t0, start_indices=[0, 0, 0], end_indices=[rows, 6, 2])
+        fd.add_output(fd.ops.sum(fd.ops.cat([last, first], dim=1), dims=[1], keepdim=True))
+
+    x = RNG.standard_normal((3, 7, 2)).astype(np.float32)
+    (total,) = _check(build, [x.astype(DataType.BFloat16.numpy)])
+    np.testing.assert_allclose(
+        total.astype(np.float32),
+        x.astype(DataType.BFloat16.numpy).astype(np.float32).sum(1, keepdims=True),
+        rtol=2e-2,
+        atol=2e-2,
+    )
