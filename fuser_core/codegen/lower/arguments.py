@@ -216,7 +216,7 @@ class Arguments:
             return False
         if tv.compute_at_pos != len(tv.loop) or not tv.loop:
             return False
-        depth = tv.compute_at_pos
+        own = [concrete(d).name for d in tv.loop]
         stack, seen = [tv], set()
         while stack:  # through consumers inlined at the same loops (a cast of it)
             for use in stack.pop().uses:
@@ -224,12 +224,14 @@ class Arguments:
                     if not isinstance(out, TensorView) or out.name in seen:
                         continue
                     seen.add(out.name)
-                    inner = out.loop[depth:]
+                    inner = _loops_inside(out, own)
+                    if inner is None:
+                        continue
                     if any(
                         d.parallel_type not in HARDWARE and const_value(self.extent(concrete(d))) != 1 for d in inner
                     ):
                         return True
-                    if not inner and out.compute_at_pos == depth and out not in self.outputs:
+                    if not inner and out.compute_at_pos == len(out.loop) and out not in self.outputs:
                         stack.append(out)
         return False
 
@@ -260,6 +262,21 @@ class Arguments:
         return any(
             not d.is_broadcast and concrete(d) is not d and self.extent(d) != self.extent(concrete(d)) for d in tv.loop
         )
+
+
+def _loops_inside(consumer: TensorView, loops: list[int]) -> list[IterDomain] | None:
+    """The loops `consumer` runs inside `loops` (concrete IDs, in order): those after the
+    last of them, where its loops run all of them in order with only broadcast or launch
+    loops between (as the lowering opens a nest); else None (its nest is not theirs)."""
+    matched = 0
+    for position, dim in enumerate(consumer.loop):
+        if matched == len(loops):
+            return consumer.loop[position:]
+        if concrete(dim).name == loops[matched]:
+            matched += 1
+        elif not (dim.is_broadcast or dim.parallel_type in HARDWARE):
+            return None
+    return [] if matched == len(loops) else None
 
 
 def _folded(node: k.Node) -> k.Node:

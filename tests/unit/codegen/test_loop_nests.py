@@ -8,6 +8,8 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).parent))
 from kernels_check import SAMPLES_DIR, check_generated_kernels, kernel_text
 
@@ -100,3 +102,26 @@ def test_a_per_row_input_is_loaded_once_per_row_outside_the_row_loops():
             assert _loops_open_at(cuda, rf"= {name}\[") == [0], (rows, vocab, name)
             assert cuda.index(f"= {name}[") < first_loop, (rows, vocab, name)
         assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+def test_an_input_read_at_all_its_consumers_loops_is_not_taken_for_a_per_row_value():
+    """A [1024, 1] input broadcast in the middle and reduced: its consumer runs leading
+    broadcast loops before the input's own, then no loop of its own inside them. The input
+    is not a per-row value (its loops are not a prefix of the consumer's by position only):
+    it is loaded once, where it is read, not also in a nest of its own that nothing reads."""
+    from fuser_core import DataType, FusionDefinition, use_options
+    from fuser_core.codegen import print_kernel
+    from fuser_core.codegen.lower import lower_group
+    from fuser_core.runtime.group_lowering import index_dtype
+
+    with FusionDefinition() as fd:
+        t1 = fd.define_tensor(shape=[1024, 1], contiguity=[True, None], dtype=DataType.Double)
+        fd.add_output(fd.ops.min(fd.ops.broadcast(t1, [False, True, False]), [0, 2]))
+    inputs = [np.random.default_rng(3).standard_normal((1024, 1))]
+    with use_options(device_model="h100_sxm", backend="reference"):
+        fd.execute(inputs)
+        runtime = fd.runtime_for(inputs)
+    (group,) = runtime.segmented.groups
+    cuda = print_kernel(lower_group(group.fusion, "k", index_dtype(runtime.signature.index_type)))
+    assert len(re.findall(r"= T0\[", cuda)) == 1
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
