@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.buffers import Buffers
 from fuser_core.codegen.lower.elementwise import _cast, _divides_by_a_row_value_into_a_narrow_output, _elementwise
-from fuser_core.codegen.lower.model import INDEX, TRUE, Instance, _primary, _Scope, concrete
+from fuser_core.codegen.lower.model import INDEX, TRUE, Instance, _primary, _Scope, concrete, vector_copies
 from fuser_core.codegen.simplify import add, land, lt, mul, sub
 from fuser_core.errors import FuserError, InternalError
 from fuser_core.ir.dtype import DataType
@@ -152,10 +152,14 @@ class Compute(Buffers):
         """One vector load of the input `source` into the register copy `name` of `tv`, its
         first lane at `first` (lanes at 0), checked once for all its lanes."""
         read = self.producer_instance(tv.definition, tv, first, source)
-        copy = k.VectorCopy(
+        copies = vector_copies(
             name, self._slot(tv, lanes), f"T{source.name}", self.global_index(source, read.coords), vector, tv.dtype
         )
-        self._emit(copy if read.valid == TRUE else k.If(read.valid, [copy]))
+        if read.valid == TRUE:
+            for copy in copies:
+                self._emit(copy)
+        else:
+            self._emit(k.If(read.valid, copies))
         self.vector_widths[f"T{source.name}"] = max(vector, self.vector_widths.get(f"T{source.name}", 1))
 
     def _open_depth(self, dims: list[IterDomain]) -> int | None:

@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fuser_core.codegen import kernel_ir as k
-from fuser_core.codegen.simplify import rebuild
+from fuser_core.codegen.simplify import add, rebuild
 from fuser_core.ir.dtype import DataType
 from fuser_core.ir.iter_domain import IterDomain, ParallelType
 from fuser_core.ir.tensor_exprs import WelfordOp
 from fuser_core.ir.tensor_view import MemoryType, TensorView
+from fuser_core.scheduler.common import MAX_VECTOR_BYTES
 
 INDEX = DataType.Index
 HARDWARE = {
@@ -143,3 +144,16 @@ def read_by_writers(tv: TensorView) -> bool:
 
 def _thread_axes(tv: TensorView) -> dict[ParallelType, int]:
     return {d.parallel_type: concrete(d).name for d in tv.loop if d.parallel_type in THREADS}
+
+
+def vector_copies(
+    dst: str, dst_index: k.Node, src: str, src_index: k.Node, width: int, dtype: DataType
+) -> list[k.Stmt]:
+    """`width` consecutive elements as copies of 16 bytes at most: a float tensor on the
+    loops of a 16-bit one vectorized by 8 (an inner-outer kernel's float column sums beside
+    its bf16 rows) is stored as two copies of 4."""
+    step = max(1, min(width, MAX_VECTOR_BYTES // dtype.itemsize))
+    return [
+        k.VectorCopy(dst, add(dst_index, k.Const(INDEX, at)), src, add(src_index, k.Const(INDEX, at)), step, dtype)
+        for at in range(0, width, step)
+    ]

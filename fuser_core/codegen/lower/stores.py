@@ -13,6 +13,7 @@ from fuser_core.codegen.lower.model import (
     concrete,
     loop_var,
     read_by_writers,
+    vector_copies,
 )
 from fuser_core.codegen.lower.reductions import Reductions
 from fuser_core.codegen.simplify import land
@@ -85,8 +86,10 @@ class Stores(Reductions):
             self.stack.append(_Scope(loop.body, concrete(lane_dim).name))
             self._emit(k.Store(staging, lane, self.value_of_definition(tv, inst)))
             self.stack.pop()
-            copy = k.VectorCopy(name, self.global_index(tv, first.coords), staging, k.Const(INDEX, 0), vector, tv.dtype)
-            self._emit(copy)
+            for copy in vector_copies(
+                name, self.global_index(tv, first.coords), staging, k.Const(INDEX, 0), vector, tv.dtype
+            ):
+                self._emit(copy)
         self.vector_widths[name] = max(vector, self.vector_widths.get(name, 1))
 
     def _store_shared(self, tv: TensorView, inst: Instance) -> None:
