@@ -41,11 +41,11 @@ class Arguments:
         self.tensor_args: list[k.TensorArg] = []
         self.scalar_args: list[k.ScalarArg] = []
         self._bind_arguments()
-        materialized = [
-            e.output for e in self.exprs if isinstance(e.output, TensorView) and self._is_materialized(e.output)
-        ]
-        per_row = frozenset(tv.name for tv in materialized if self._loaded_outside_consumer_loops(tv))
-        self.materialized: list[TensorView] = _hoisted(materialized, per_row)
+        computed = [e.output for e in self.exprs if isinstance(e.output, TensorView)]
+        self.per_row_loads = frozenset(tv.name for tv in computed if self._loaded_outside_consumer_loops(tv))
+        self.materialized: list[TensorView] = _hoisted(
+            [tv for tv in computed if self._is_materialized(tv)], self.per_row_loads
+        )
         self.instances: dict[int, list[Instance]] = {}
         self._instances_by_checks: dict[tuple[Any, ...], Instance] = {}
         self.buffers: dict[tuple[int, Instance], str] = {}
@@ -201,7 +201,7 @@ class Arguments:
             return True  # never inlined: a Welford's avg is computed even when only its M2 is read
         if tv.compute_at_pos == 0 and tv.uses and self._reloadable(tv):
             return False
-        if self._loaded_outside_consumer_loops(tv):
+        if tv.name in self.per_row_loads:
             return True
         return 0 < tv.compute_at_pos < len(tv.loop) or (tv.compute_at_pos == 0 and bool(tv.uses))
 
