@@ -157,7 +157,9 @@ class ReductionScheduler:
                 RejectCategory.disjoint_domains,
                 uncovered_numbers(group, [reference]),
             )
-        rejection = _broadcast_along_own_reduction(self.type, group, reference)
+        rejection = _broadcast_along_own_reduction(self.type, group, reference) or _resized_onto_own_reduction(
+            self.type, group, reference
+        )
         if rejection is not None:
             return rejection
         only_broadcast = outputs_beyond_reference(group, reference)
@@ -548,6 +550,24 @@ def _broadcast_along_own_reduction(kind: SchedulerType, group: GroupView, refere
             return reject(
                 kind,
                 f"the broadcast axis {dim} of T{reference.name} is broadcast along its own reduced axis",
+                RejectCategory.self_mapping,
+            )
+    return None
+
+
+def _resized_onto_own_reduction(kind: SchedulerType, group: GroupView, reference: TensorView) -> Rejection | None:
+    """An iteration axis of the reduction that a pad, slice or cat ties to its reduced axis
+    (each row's min padded to the rows' length and added along them): an element would
+    need another row's result, which the block computing it does not hold."""
+    id_map = group.id_map
+    reduced = reduction_sets(id_map, reference)
+    for dim in reference.logical:
+        if dim.is_reduction or dim.is_broadcast:
+            continue
+        if id_map.windows_of([id_map.exact(dim)]) & reduced:
+            return reject(
+                kind,
+                f"the iteration axis {dim} of T{reference.name} is resized onto its own reduced axis",
                 RejectCategory.self_mapping,
             )
     return None

@@ -913,3 +913,25 @@ def test_a_float_output_on_the_loops_of_a_16_bit_row_vectorized_by_8_is_stored_i
     assert (DataType.Float, 4) in widths and (DataType.BFloat16, 8) in widths
     assert all(width * dtype.itemsize <= 16 for dtype, width in widths)
     _check(build, [x])
+
+
+def test_a_reduction_padded_onto_its_own_reduced_axis_is_split():
+    # each of 3 rows' min over 6 columns, padded by 3 in front to 6 values and added along
+    # the columns: column j needs row j - 3's min. The inner persistent kernel took it, and
+    # each row added its own min (seed 23 case 770); the reduction now gets a kernel apart
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        t1 = fd.ops.slice(t0, start_indices=[0, 2], end_indices=[3, 8])
+        t3 = fd.ops.pad(fd.ops.min(t1, dims=[1]), pad_widths=[3, 0], value=0.001)
+        fd.add_output(fd.ops.add(t1, fd.ops.broadcast_in_dim(t3, shape=[3, 6], broadcast_dims=[1])))
+
+    x = RNG.standard_normal((5, 8)).astype(np.float32)
+    runtime, _ = _runtime(build, [x])
+    assert "is resized onto its own reduced axis" in " ".join(
+        r.reason for a in runtime.segmented.attempts for r in a.rejections
+    )
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["reduction", "pointwise"]
+    (out,) = _check(build, [x])
+    window = x[:3, 2:8]
+    padded = np.concatenate([np.full(3, 0.001, np.float32), window.min(axis=1)])
+    np.testing.assert_allclose(out, window + padded[None, :], rtol=1e-6)
