@@ -164,7 +164,10 @@ def _sliced_to_one(tv: TensorView, dim: IterDomain) -> bool:
     input cache read by two slices takes its loops from one of them: the other slice's
     instance of it still varies along the loops split from that axis, so its buffer holds
     each of them (seed 20 case 170: cat of x[:, 6:7] and x[:, 0:6], summed; two unrolled
-    steps loaded into one slot, the first read the second's values)."""
+    steps loaded into one slot, the first read the second's values). A tensor only that
+    slice reads holds its one value there, as any broadcast."""
+    if len(tv.uses) < 2:
+        return False
     resized = set()
     for expr in transforms_between(tv.logical, tv.loop):
         source = expr.inputs[0]
