@@ -8,6 +8,7 @@ from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.model import (
     INDEX,
     Instance,
+    _loop_vars,
     _Scope,
     _substitute,
     concrete,
@@ -92,6 +93,13 @@ class Stores(Reductions):
                 self._emit(copy)
         self.vector_widths[name] = max(vector, self.vector_widths.get(name, 1))
 
+    def _lanes_advance(self, tv: TensorView, source: TensorView, inst: Instance) -> bool:
+        """Whether the element of `source` that `inst` of its copy `tv` reads moves with the
+        copy's vector lane (its innermost loop)."""
+        read = self.producer_instance(tv.definition, tv, inst, source)
+        lane = loop_var(tv.loop[-1]).name
+        return lane in _loop_vars(self.global_index(source, read.coords))
+
     def _store_shared(self, tv: TensorView, inst: Instance) -> None:
         name = f"T{tv.name}"
         size = self._buffer_size(tv)
@@ -115,6 +123,12 @@ class Stores(Reductions):
         expr = tv.definition
         source = expr.inputs[0] if isinstance(expr, LoadStoreOp) else None
         vector_load = vector > 1 and isinstance(source, TensorView) and source in self.inputs
+        if vector_load and not self._lanes_advance(tv, source, inst):  # type: ignore[arg-type]
+            # Its lanes read one element: the copy a one-wide slice takes of an input that
+            # the rest of the kernel reads in vectors along the sliced axis (x - x[:, k]). A
+            # vector from there would read k, k+1, ... (and need not be aligned): each lane
+            # loads the element instead.
+            vector_load = False
         self._alloc_for(
             tv, k.Alloc(name, tv.dtype, self._buffer_size(tv), k.Memory.local, zero=self._zero_filled(tv, vector_load))
         )

@@ -935,3 +935,31 @@ def test_a_reduction_padded_onto_its_own_reduced_axis_is_split():
     window = x[:3, 2:8]
     padded = np.concatenate([np.full(3, 0.001, np.float32), window.min(axis=1)])
     np.testing.assert_allclose(out, window + padded[None, :], rtol=1e-6)
+
+
+def test_a_one_wide_column_of_an_input_read_in_vectors_is_loaded_lane_by_lane():
+    # x - x[:, k] summed along the rows, and a bf16 row scaled by its first column then
+    # normalized: the input is read in vectors along the columns, and the one-wide slice's
+    # copy took the same vector load at column k, so its lanes held columns k..k+3 (wrong
+    # sums), or faulted where k is not a multiple of the vector (a review; older than it)
+    def column_difference(k):
+        def build(fd):
+            x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+            column = fd.ops.expand(fd.ops.slice(x, [0, k], [32, k + 1]), [32, 64])
+            fd.add_output(fd.ops.sum(fd.ops.sub(x, column), [1]))
+
+        return build
+
+    x = RNG.standard_normal((32, 64)).astype(np.float32)
+    for k in (5, 8):
+        (sums,) = _check(column_difference(k), [x])
+        np.testing.assert_allclose(sums, (x - x[:, k : k + 1]).sum(1), rtol=1e-5, atol=1e-4)
+
+    def scaled_norm(fd):
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16)
+        xf = fd.ops.cast(x, DataType.Float)
+        y = fd.ops.mul(xf, fd.ops.expand(fd.ops.slice(xf, [0, 0], [64, 1]), [64, 128]))
+        rows = fd.ops.broadcast_in_dim(fd.ops.sum(y, [1]), shape=[64, 128], broadcast_dims=[0])
+        fd.add_output(fd.ops.cast(fd.ops.sub(y, rows), DataType.BFloat16))
+
+    _check(scaled_norm, [RNG.standard_normal((64, 128)).astype(DataType.BFloat16.numpy)])
