@@ -122,13 +122,16 @@ class Stores(Reductions):
         self.buffers[(tv.name, inst)] = name
         expr = tv.definition
         source = expr.inputs[0] if isinstance(expr, LoadStoreOp) else None
-        vector_load = vector > 1 and isinstance(source, TensorView) and source in self.inputs
-        if vector_load and not self._lanes_advance(tv, source, inst):  # type: ignore[arg-type]
-            # Its lanes read one element: the copy a one-wide slice takes of an input that
-            # the rest of the kernel reads in vectors along the sliced axis (x - x[:, k]). A
-            # vector from there would read k, k+1, ... (and need not be aligned): each lane
-            # loads the element instead.
-            vector_load = False
+        # Not where its lanes read one element: the copy a one-wide slice takes of an input
+        # that the rest of the kernel reads in vectors along the sliced axis (x - x[:, k]).
+        # A vector from there would read k, k+1, ... (and need not be aligned): each lane
+        # loads the element instead.
+        vector_load = (
+            vector > 1
+            and isinstance(source, TensorView)
+            and source in self.inputs
+            and self._lanes_advance(tv, source, inst)
+        )
         self._alloc_for(
             tv, k.Alloc(name, tv.dtype, self._buffer_size(tv), k.Memory.local, zero=self._zero_filled(tv, vector_load))
         )
