@@ -57,6 +57,7 @@ class IdMap:
         self._squeezed_sets: set[int] | None = None
         self._windows: dict[int, set[int]] | None = None  # Resize ties, both ways (windows_of)
         self._made_into: dict[int, list[int]] | None = None  # _sources inverted (overlapping)
+        self._uses: dict[int, list[Split | Merge]] | None = None  # splits/merges by input set
         for expr in exprs:
             self._add_expr(expr)
         self._sources = self._rf_sources()
@@ -162,6 +163,57 @@ class IdMap:
         no element). A sum over a reshape of [i0, i1] to [i0 * i1] reduces i0 and i1."""
         start = self.windows_of(keys)
         return start | self._closure(start, self.made_from) | self._closure(start, self._made_into_of)
+
+    def index_flows(self, key: int) -> set[int]:
+        """Exact sets whose index is computed from set `key`'s: its windows (windows_of),
+        the outputs of every split and merge of them, and so on down the transforms.
+
+        One exception keeps the row of a reshape round trip its own: where a merge of `key`
+        with another axis is split again with `key`'s set in the same place (a flat axis
+        split into [r, c], and an [r, b] reshaped back onto it), the split's outer index is
+        `key`'s and its inner one the other axis's, so `key` flows to neither (a sum of
+        [r, c] over c, broadcast along b and reshaped onto the flat axis, reads its own
+        row). Without that exception every such reshape would tie r to c."""
+        uses = self._transform_uses()
+        found: set[int] = set()
+        # (set, the source set it holds in one place of its merge and that place), or
+        # (set, None) where its whole index depends on `key`'s
+        seen: set[tuple[int, tuple[int, int] | None]] = set()
+        stack: list[tuple[int, tuple[int, int] | None]] = [(k, None) for k in self.windows_of([key])]
+        while stack:
+            state = stack.pop()
+            if state in seen:
+                continue
+            seen.add(state)
+            current, placed = state
+            found.add(current)
+            for expr in uses.get(current, ()):
+                if isinstance(expr, Merge):
+                    out = self.exact(expr.outputs[0])  # type: ignore[arg-type]
+                    place = next(i for i, d in enumerate(expr.inputs) if self.exact(d) == current)  # type: ignore[arg-type]
+                    stack.append((out, (current, place) if placed is None else None))
+                elif isinstance(expr, Split):
+                    outputs = [self.exact(d) for d in expr.outputs]  # type: ignore[arg-type]
+                    if placed is not None and outputs[placed[1]] == placed[0]:
+                        continue  # the merge undone: `key`'s index lands back in its own set
+                    stack.extend((k, None) for k in outputs)
+            for window in self.windows_of([current]) - {current}:
+                stack.append((window, None))
+        return found
+
+    def _transform_uses(self) -> dict[int, list[Split | Merge]]:
+        """Exact set -> the splits and merges (reshape transforms) taking one of its axes."""
+        if self._uses is None:
+            self._uses = {}
+            recorded: set[int] = set()
+            for member in self._ids:
+                definition = member.definition
+                if isinstance(definition, (Split, Merge)) and id(definition) not in recorded:
+                    recorded.add(id(definition))
+                    for source in definition.inputs:
+                        if isinstance(source, IterDomain):
+                            self._uses.setdefault(self.exact(source), []).append(definition)
+        return self._uses
 
     def _closure(self, keys: set[int], step: Callable[[int], list[int]]) -> set[int]:
         found: set[int] = set()

@@ -556,18 +556,19 @@ def _broadcast_along_own_reduction(kind: SchedulerType, group: GroupView, refere
 
 
 def _resized_onto_own_reduction(kind: SchedulerType, group: GroupView, reference: TensorView) -> Rejection | None:
-    """An iteration axis of the reduction that a pad, slice or cat ties to its reduced axis
-    (each row's min padded to the rows' length and added along them): an element would
-    need another row's result, which the block computing it does not hold."""
+    """An iteration axis of the reduction whose index a pad, slice, cat or reshape carries
+    into its reduced axis (each row's min padded, or reshaped and reshaped back, to the
+    rows' length and added along them): an element would need another row's result, which
+    the block computing it does not hold."""
     id_map = group.id_map
     reduced = reduction_sets(id_map, reference)
     for dim in reference.logical:
         if dim.is_reduction or dim.is_broadcast:
             continue
-        if id_map.windows_of([id_map.exact(dim)]) & reduced:
+        if id_map.index_flows(id_map.exact(dim)) & reduced:
             return reject(
                 kind,
-                f"the iteration axis {dim} of T{reference.name} is resized onto its own reduced axis",
+                f"the iteration axis {dim} of T{reference.name} is resized or reshaped onto its own reduced axis",
                 RejectCategory.self_mapping,
             )
     return None

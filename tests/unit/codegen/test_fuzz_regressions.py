@@ -927,7 +927,7 @@ def test_a_reduction_padded_onto_its_own_reduced_axis_is_split():
 
     x = RNG.standard_normal((5, 8)).astype(np.float32)
     runtime, _ = _runtime(build, [x])
-    assert "is resized onto its own reduced axis" in " ".join(
+    assert "is resized or reshaped onto its own reduced axis" in " ".join(
         r.reason for a in runtime.segmented.attempts for r in a.rejections
     )
     assert [g.scheduler.value for g in runtime.segmented.groups] == ["reduction", "pointwise"]
@@ -963,3 +963,22 @@ def test_a_one_wide_column_of_an_input_read_in_vectors_is_loaded_lane_by_lane():
         fd.add_output(fd.ops.cast(fd.ops.sub(y, rows), DataType.BFloat16))
 
     _check(scaled_norm, [RNG.standard_normal((64, 128)).astype(DataType.BFloat16.numpy)])
+
+
+def test_a_reduction_reshaped_onto_its_own_reduced_axis_is_split():
+    # each of 6 rows' min, reshaped to [2, 3] and back to [6], added along the 6 columns:
+    # column j needs row j's min. The reshape round trip hid the tie from the pad/slice
+    # check, and the inner persistent kernel added each row's own min (30 of 36 wrong)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        mins = fd.ops.reshape(fd.ops.reshape(fd.ops.min(t0, dims=[1]), new_shape=[2, 3]), new_shape=[6])
+        fd.add_output(fd.ops.add(t0, fd.ops.broadcast_in_dim(mins, shape=[6, 6], broadcast_dims=[1])))
+
+    x = RNG.standard_normal((6, 6)).astype(np.float32)
+    runtime, _ = _runtime(build, [x])
+    assert "is resized or reshaped onto its own reduced axis" in " ".join(
+        r.reason for a in runtime.segmented.attempts for r in a.rejections
+    )
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["reduction", "pointwise"]
+    (out,) = _check(build, [x])
+    np.testing.assert_allclose(out, x + x.min(axis=1)[None, :], rtol=1e-6)

@@ -43,3 +43,24 @@ def test_the_other_half_of_a_reshape_split_is_not_read_again():
         sums = fd.ops.sum(fd.ops.reshape(t0, new_shape=[16, 64]), dims=[1])
         fd.add_output(fd.ops.mul(sums, sums))
     assert schedulers(fd, np.ones(1024, np.float32)) == ["reduction"]
+
+
+def test_row_sums_of_a_flattened_batch_reshaped_back_onto_the_batch_are_persistent():
+    # layer norm's shape: [B, T, C] flattened to [B * T, C] and summed over C, the sums
+    # reshaped back to [B, T] and subtracted along the input's C: the rows split back into
+    # B and T, which never reach C
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1, -1], contiguity=True, dtype=DataType.Float)
+        sums = fd.ops.reshape(fd.ops.sum(fd.ops.reshape(t0, new_shape=[8 * 4, 64]), dims=[1]), new_shape=[8, 4])
+        fd.add_output(fd.ops.sub(t0, fd.ops.broadcast_in_dim(sums, shape=[8, 4, 64], broadcast_dims=[0, 1])))
+    assert schedulers(fd, np.ones((8, 4, 64), np.float32)) == ["inner_persistent"]
+
+
+def test_row_sums_reshaped_and_back_onto_their_rows_are_persistent():
+    # the sums of 6 rows reshaped to [2, 3] and back to [6], then broadcast along the
+    # rows' own columns: each row reads its own sum again
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        sums = fd.ops.reshape(fd.ops.reshape(fd.ops.sum(t0, dims=[1]), new_shape=[2, 3]), new_shape=[6])
+        fd.add_output(fd.ops.add(t0, fd.ops.broadcast_in_dim(sums, shape=[6, 8], broadcast_dims=[0])))
+    assert schedulers(fd, np.ones((6, 8), np.float32)) == ["inner_persistent"]
