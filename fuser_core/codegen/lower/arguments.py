@@ -51,7 +51,7 @@ class Arguments:
         self.buffers: dict[tuple[int, Instance], str] = {}
         self.launch: list[k.LaunchDim] = []
         self.shared_bytes = 0
-        self.vector_widths: dict[str, int] = {}
+        self.vector_widths: dict[str, int] = {}  # tensor -> elements of its widest copy (its alignment)
         self.body: list[k.Stmt] = []
         self.stack: list[_Scope] = [_Scope(self.body, None)]
         self.computing: TensorView | None = None

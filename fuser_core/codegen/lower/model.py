@@ -146,13 +146,19 @@ def _thread_axes(tv: TensorView) -> dict[ParallelType, int]:
     return {d.parallel_type: concrete(d).name for d in tv.loop if d.parallel_type in THREADS}
 
 
+def copy_width(width: int, dtype: DataType) -> int:
+    """Elements one copy of a `width`-wide vector of `dtype` moves (16 bytes at most): the
+    alignment its tensor needs at launch is this many elements, not `width`."""
+    return max(1, min(width, MAX_VECTOR_BYTES // dtype.itemsize))
+
+
 def vector_copies(
     dst: str, dst_index: k.Node, src: str, src_index: k.Node, width: int, dtype: DataType
 ) -> list[k.Stmt]:
     """`width` consecutive elements as copies of 16 bytes at most: a float tensor on the
     loops of a 16-bit one vectorized by 8 (an inner-outer kernel's float column sums beside
     its bf16 rows) is stored as two copies of 4."""
-    step = max(1, min(width, MAX_VECTOR_BYTES // dtype.itemsize))
+    step = copy_width(width, dtype)
     return [
         k.VectorCopy(dst, add(dst_index, k.Const(INDEX, at)), src, add(src_index, k.Const(INDEX, at)), step, dtype)
         for at in range(0, width, step)

@@ -912,6 +912,8 @@ def test_a_float_output_on_the_loops_of_a_16_bit_row_vectorized_by_8_is_stored_i
     widths = {(c.dtype, c.width) for c in walk(kernel.body) if isinstance(c, VectorCopy)}
     assert (DataType.Float, 4) in widths and (DataType.BFloat16, 8) in widths
     assert all(width * dtype.itemsize <= 16 for dtype, width in widths)
+    # the alignment checked at launch is a copy's, 16 bytes, not the row's 8 floats
+    assert {t.dtype: t.vectorized for t in kernel.tensors} == {DataType.BFloat16: 8, DataType.Float: 4}
     _check(build, [x])
 
 
