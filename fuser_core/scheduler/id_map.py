@@ -24,6 +24,11 @@ from fuser_core.ir.iter_domain import IterDomain, Merge, Resize, Split
 from fuser_core.ir.tensor_exprs import SqueezeOp
 from fuser_core.ir.tensor_view import TensorView
 
+# How a set's index holds a source axis's (IdMap.index_flows): ("digits", lo, hi), its
+# digits at place values [lo, hi); ("placed", source set, 0 or 1), the whole source as a
+# merge's outer or inner input (extents unknown); ("whole", 0, 0), all of it, extent unknown.
+_Span = tuple[str, int, int]
+
 
 class _DisjointSets:
     def __init__(self) -> None:
@@ -164,42 +169,31 @@ class IdMap:
         start = self.windows_of(keys)
         return start | self._closure(start, self.made_from) | self._closure(start, self._made_into_of)
 
-    def index_flows(self, key: int) -> set[int]:
+    def index_flows(self, key: int, extent_of: Callable[[IterDomain], int | None] | None = None) -> set[int]:
         """Exact sets whose index is computed from set `key`'s: its windows (windows_of),
-        the outputs of every split and merge of them, and so on down the transforms.
+        and down the splits and merges from them, the sets that receive some of its digits.
 
-        One exception keeps the row of a reshape round trip its own: where a merge of `key`
-        with another axis is split again with `key`'s set in the same place (a flat axis
-        split into [r, c], and an [r, b] reshaped back onto it), the split's outer index is
-        `key`'s and its inner one the other axis's, so `key` flows to neither (a sum of
-        [r, c] over c, broadcast along b and reshaped onto the flat axis, reads its own
-        row). Without that exception every such reshape would tie r to c."""
-        uses = self._transform_uses()
-        found: set[int] = set()
-        # (set, the source set it holds in one place of its merge and that place), or
-        # (set, None) where its whole index depends on `key`'s
-        seen: set[tuple[int, tuple[int, int] | None]] = set()
-        stack: list[tuple[int, tuple[int, int] | None]] = [(k, None) for k in self.windows_of([key])]
-        while stack:
-            state = stack.pop()
-            if state in seen:
-                continue
-            seen.add(state)
-            current, placed = state
-            found.add(current)
-            for expr in uses.get(current, ()):
-                if isinstance(expr, Merge):
-                    out = self.exact(expr.outputs[0])  # type: ignore[arg-type]
-                    place = next(i for i, d in enumerate(expr.inputs) if self.exact(d) == current)  # type: ignore[arg-type]
-                    stack.append((out, (current, place) if placed is None else None))
-                elif isinstance(expr, Split):
-                    outputs = [self.exact(d) for d in expr.outputs]  # type: ignore[arg-type]
-                    if placed is not None and outputs[placed[1]] == placed[0]:
-                        continue  # the merge undone: `key`'s index lands back in its own set
-                    stack.extend((k, None) for k in outputs)
-            for window in self.windows_of([current]) - {current}:
-                stack.append((window, None))
-        return found
+        A set's index is read in mixed radix: `key`'s digits sit at place values [lo, hi)
+        of it (a merge's outer input moves up by the inner input's extent; a split by f
+        keeps the digits under f in its inner output, the rest, divided by f, in its outer
+        one). So a flat axis split into [r, c], and an [r, b] merged back onto it, give r's
+        digits to r alone, not to c: a row sum broadcast along b and reshaped onto the flat
+        axis reads its own row. Extents come from `extent_of` (the run's sizes; by default
+        constant extents only). Where one is unknown, or a split does not fall on the
+        digits' boundaries, every output counts (a resize too), except that a merge split
+        again with `key`'s set in the same place gives it back alone."""
+        flow = _IndexFlow(self, self._set_extents(extent_of or _constant_extent))
+        return flow.run(key)
+
+    def _set_extents(self, extent_of: Callable[[IterDomain], int | None]) -> dict[int, int]:
+        """Exact set -> the one extent its axes have, where `extent_of` gives one and they
+        agree (not an expanded broadcast beside its extent-1 producer)."""
+        extents: dict[int, set[int]] = {}
+        for member in self._ids:
+            extent = extent_of(member)
+            if extent is not None:
+                extents.setdefault(self.exact(member), set()).add(extent)
+        return {key: next(iter(found)) for key, found in extents.items() if len(found) == 1}
 
     def _transform_uses(self) -> dict[int, list[Split | Merge]]:
         """Exact set -> the splits and merges (reshape transforms) taking one of its axes."""
@@ -339,3 +333,76 @@ def broadcast_conflicts(id_map: IdMap, exprs: Sequence[Expr]) -> list[IterDomain
             targets.setdefault(key, set()).add(id_map.exact(other))
             dims[key] = bcast
     return [dims[k] for k, t in targets.items() if len(t) > 1]
+
+
+def _constant_extent(dim: IterDomain) -> int | None:
+    """A constant extent (a broadcast's expanded one counts: a reshape merges it as such)."""
+    extent = dim.maybe_expanded_extent
+    return int(extent.value) if extent.is_const and extent.value is not None else None  # type: ignore[arg-type]
+
+
+class _IndexFlow:
+    """IdMap.index_flows' walk: (set, span) states, a span being how the set's index holds
+    the source's: ("digits", lo, hi), its digits at place values [lo, hi); ("placed",
+    source set, 0 or 1), the whole source as a merge's outer or inner input (extents
+    unknown); ("whole", 0, 0), all of it, extent unknown."""
+
+    def __init__(self, id_map: IdMap, extents: dict[int, int]) -> None:
+        self.id_map = id_map
+        self.extents = extents
+
+    def run(self, key: int) -> set[int]:
+        id_map = self.id_map
+        uses = id_map._transform_uses()
+        found: set[int] = set()
+        seen: set[tuple[int, _Span]] = set()
+        stack: list[tuple[int, _Span]] = [(k, self._whole(k)) for k in id_map.windows_of([key])]
+        while stack:
+            current, span = stack.pop()
+            if (current, span) in seen:
+                continue
+            seen.add((current, span))
+            found.add(current)
+            for expr in uses.get(current, ()):
+                if isinstance(expr, Merge):
+                    stack.append(self._through_merge(expr, current, span))
+                else:
+                    stack.extend(self._through_split(expr, span))
+            for window in id_map.windows_of([current]) - {current}:
+                stack.append((window, self._whole(window)))
+        return found
+
+    def _through_merge(self, merge: Merge, current: int, span: _Span) -> tuple[int, _Span]:
+        out = self.id_map.exact(merge.outputs[0])  # type: ignore[arg-type]
+        outer, inner = (self.id_map.exact(d) for d in merge.inputs)  # type: ignore[arg-type]
+        place = 0 if outer == current else 1
+        if span[0] == "digits":
+            if place == 1:
+                return out, span  # the inner input's digits keep their place values
+            below = self.extents.get(inner)
+            if below is not None:
+                return out, ("digits", span[1] * below, span[2] * below)
+        if span == self._whole(current):
+            return out, ("placed", current, place)
+        return out, self._whole(out)
+
+    def _through_split(self, split: Split, span: _Span) -> list[tuple[int, _Span]]:
+        outer, inner = (self.id_map.exact(d) for d in split.outputs)  # type: ignore[arg-type]
+        f = self.extents.get(inner)
+        if span[0] == "placed":
+            if (outer, inner)[span[2]] == span[1]:
+                return []  # the merge undone: the digits land back in their own set
+        elif span[0] == "digits" and f is not None:
+            lo, hi = span[1], span[2]
+            if f % hi == 0:
+                return [(inner, ("digits", lo, hi))]
+            if lo % f == 0:
+                return [(outer, ("digits", lo // f, hi // f))]
+            if f % lo == 0 and hi % f == 0:
+                return [(inner, ("digits", lo, f)), (outer, ("digits", 1, hi // f))]
+        return [(outer, self._whole(outer)), (inner, self._whole(inner))]
+
+    def _whole(self, key: int) -> _Span:
+        """The span of a set whose whole index depends on the source's."""
+        extent = self.extents.get(key)
+        return ("digits", 1, extent) if extent is not None else ("whole", 0, 0)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fuser_core.ir.evaluator import UnboundValue
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import IterDomain, ParallelType
 from fuser_core.ir.tensor_exprs import LoadStoreOp, ReductionOp, feeds_reduction
@@ -157,9 +158,7 @@ class ReductionScheduler:
                 RejectCategory.disjoint_domains,
                 uncovered_numbers(group, [reference]),
             )
-        rejection = _broadcast_along_own_reduction(self.type, group, reference) or _resized_onto_own_reduction(
-            self.type, group, reference
-        )
+        rejection = _broadcast_along_own_reduction(self.type, group, reference)
         if rejection is not None:
             return rejection
         only_broadcast = outputs_beyond_reference(group, reference)
@@ -177,6 +176,9 @@ class ReductionScheduler:
         return propagation_rejection(self.type, group, reference)
 
     def run_time_check(self, group: GroupView, info: RuntimeInfo) -> Rejection | None:
+        rejection = _resized_onto_own_reduction(self.type, group, group.reduction_tvs()[0], info)
+        if rejection is not None:
+            return rejection
         if not self.persistent:
             if not needs_persistence(group):
                 return None
@@ -555,17 +557,27 @@ def _broadcast_along_own_reduction(kind: SchedulerType, group: GroupView, refere
     return None
 
 
-def _resized_onto_own_reduction(kind: SchedulerType, group: GroupView, reference: TensorView) -> Rejection | None:
+def _resized_onto_own_reduction(
+    kind: SchedulerType, group: GroupView, reference: TensorView, info: RuntimeInfo
+) -> Rejection | None:
     """An iteration axis of the reduction whose index a pad, slice, cat or reshape carries
     into its reduced axis (each row's min padded, or reshaped and reshaped back, to the
     rows' length and added along them): an element would need another row's result, which
-    the block computing it does not hold."""
+    the block computing it does not hold. A run-time check: whether a reshape's split
+    falls on an axis's digits needs the extents."""
     id_map = group.id_map
     reduced = reduction_sets(id_map, reference)
+
+    def extent_of(dim: IterDomain) -> int | None:
+        try:
+            return info.extent(dim)
+        except UnboundValue:  # an axis no input's size gives a value
+            return None
+
     for dim in reference.logical:
         if dim.is_reduction or dim.is_broadcast:
             continue
-        if id_map.index_flows(id_map.exact(dim)) & reduced:
+        if id_map.index_flows(id_map.exact(dim), extent_of) & reduced:
             return reject(
                 kind,
                 f"the iteration axis {dim} of T{reference.name} is resized or reshaped onto its own reduced axis",

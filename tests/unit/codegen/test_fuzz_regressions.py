@@ -984,3 +984,24 @@ def test_a_reduction_reshaped_onto_its_own_reduced_axis_is_split():
     assert [g.scheduler.value for g in runtime.segmented.groups] == ["reduction", "pointwise"]
     (out,) = _check(build, [x])
     np.testing.assert_allclose(out, x + x.min(axis=1)[None, :], rtol=1e-6)
+
+
+def test_a_group_norm_with_a_residual_stays_one_persistent_kernel():
+    # [8, 64, 8, 8] grouped as [8, 4, 1024], centred per group, reshaped back and added to
+    # the input: the residual ties the output's channels to the input's, which the groups
+    # were split from. The group index reaches the channels' top digits only, never the
+    # reduced 1024, so the kernel stays one (the first reshape check refused it)
+    def build(fd):
+        x = fd.define_tensor(shape=[-1, -1, -1, -1], contiguity=[True] * 4, dtype=DataType.Float)
+        groups = fd.ops.reshape(x, new_shape=[8, 4, 1024])
+        mean = fd.ops.broadcast_in_dim(fd.ops.sum(groups, dims=[2]), shape=[8, 4, 1024], broadcast_dims=[0, 1])
+        centred = fd.ops.reshape(fd.ops.sub(groups, mean), new_shape=[8, 64, 8, 8])
+        fd.add_output(fd.ops.add(centred, x))
+
+    x = RNG.standard_normal((8, 64, 8, 8)).astype(np.float32)
+    runtime, _ = _runtime(build, [x])
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["inner_persistent"]
+    (out,) = _check(build, [x])
+    grouped = x.reshape(8, 4, 1024)
+    expected = (grouped - grouped.sum(axis=2, keepdims=True)).reshape(x.shape) + x
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
