@@ -180,8 +180,9 @@ class IdMap:
         digits to r alone, not to c: a row sum broadcast along b and reshaped onto the flat
         axis reads its own row. Extents come from `extent_of` (the run's sizes; by default
         constant extents only). Where one is unknown, or a split does not fall on the
-        digits' boundaries, every output counts (a resize too), except that a merge split
-        again with `key`'s set in the same place gives it back alone."""
+        digits' boundaries, both outputs count whole (a resize's too); a merge of exactly
+        those two outputs undoes the split, and a merge split again with `key`'s set in
+        the same place gives it back alone."""
         flow = _IndexFlow(self, self._set_extents(extent_of or _constant_extent))
         return flow.run(key)
 
@@ -345,11 +346,15 @@ class _IndexFlow:
     """IdMap.index_flows' walk: (set, span) states, a span being how the set's index holds
     the source's: ("digits", lo, hi), its digits at place values [lo, hi); ("placed",
     source set, 0 or 1), the whole source as a merge's outer or inner input (extents
-    unknown); ("whole", 0, 0), all of it, extent unknown."""
+    unknown); ("whole", 0, 0), all of it, extent unknown; ("cut", cut, side), the outer
+    (0) or inner (1) output of a split that cut the digits (`cuts[cut]`: both outputs and
+    the split input's span), whole but for a merge of exactly those two outputs, which
+    gives the split input's span back (a reshape of [6] to [4, ...] and back)."""
 
     def __init__(self, id_map: IdMap, extents: dict[int, int]) -> None:
         self.id_map = id_map
         self.extents = extents
+        self.cuts: list[tuple[int, int, _Span]] = []
 
     def run(self, key: int) -> set[int]:
         id_map = self.id_map
@@ -367,7 +372,7 @@ class _IndexFlow:
                 if isinstance(expr, Merge):
                     stack.append(self._through_merge(expr, current, span))
                 else:
-                    stack.extend(self._through_split(expr, span))
+                    stack.extend(self._through_split(expr, current, span))
             for window in id_map.windows_of([current]) - {current}:
                 stack.append((window, self._whole(window)))
         return found
@@ -376,6 +381,11 @@ class _IndexFlow:
         out = self.id_map.exact(merge.outputs[0])  # type: ignore[arg-type]
         outer, inner = (self.id_map.exact(d) for d in merge.inputs)  # type: ignore[arg-type]
         place = 0 if outer == current else 1
+        if span[0] == "cut":
+            cut_outer, cut_inner, original = self.cuts[span[1]]
+            if (outer, inner) == (cut_outer, cut_inner):
+                return out, original  # the split undone: its input's index again
+            span = self._whole(current)
         if span[0] == "digits":
             if place == 1:
                 return out, span  # the inner input's digits keep their place values
@@ -386,13 +396,15 @@ class _IndexFlow:
             return out, ("placed", current, place)
         return out, self._whole(out)
 
-    def _through_split(self, split: Split, span: _Span) -> list[tuple[int, _Span]]:
+    def _through_split(self, split: Split, current: int, span: _Span) -> list[tuple[int, _Span]]:
         outer, inner = (self.id_map.exact(d) for d in split.outputs)  # type: ignore[arg-type]
         f = self.extents.get(inner)
+        if span[0] == "cut":
+            span = self._whole(current)
         if span[0] == "placed":
             if (outer, inner)[span[2]] == span[1]:
                 return []  # the merge undone: the digits land back in their own set
-        elif span[0] == "digits" and f is not None:
+        elif span[0] == "digits" and f and span[1] and span[2]:
             lo, hi = span[1], span[2]
             if f % hi == 0:
                 return [(inner, ("digits", lo, hi))]
@@ -400,7 +412,10 @@ class _IndexFlow:
                 return [(outer, ("digits", lo // f, hi // f))]
             if f % lo == 0 and hi % f == 0:
                 return [(inner, ("digits", lo, f)), (outer, ("digits", 1, hi // f))]
-        return [(outer, self._whole(outer)), (inner, self._whole(inner))]
+        cut = (outer, inner, span)
+        if cut not in self.cuts:
+            self.cuts.append(cut)
+        return [(outer, ("cut", self.cuts.index(cut), 0)), (inner, ("cut", self.cuts.index(cut), 1))]
 
     def _whole(self, key: int) -> _Span:
         """The span of a set whose whole index depends on the source's."""

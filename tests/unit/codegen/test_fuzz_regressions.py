@@ -1005,3 +1005,38 @@ def test_a_group_norm_with_a_residual_stays_one_persistent_kernel():
     grouped = x.reshape(8, 4, 1024)
     expected = (grouped - grouped.sum(axis=2, keepdims=True)).reshape(x.shape) + x
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
+
+
+def test_rows_of_a_view_across_the_input_rows_reshaped_back_stay_one_persistent_kernel():
+    # [64, 96] viewed as [48, 128] (rows across the input's rows), centred per row,
+    # reshaped back and added to the input: the reshape back splits the 48 rows' digits
+    # and merges them again, which is the row index unchanged, never the reduced axis
+    # (the first digit walk lost it at the split and split the kernel; found by a review)
+    def build(fd):
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        rows = fd.ops.reshape(x, new_shape=[48, 128])
+        mean = fd.ops.mul(fd.ops.sum(rows, dims=[1]), fd.define_scalar(1 / 128))
+        centred = fd.ops.sub(rows, fd.ops.broadcast_in_dim(mean, shape=[48, 128], broadcast_dims=[0]))
+        fd.add_output(fd.ops.add(fd.ops.reshape(centred, new_shape=[64, 96]), x))
+
+    x = RNG.standard_normal((64, 96)).astype(np.float32)
+    runtime, _ = _runtime(build, [x])
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["inner_persistent"]
+    (out,) = _check(build, [x])
+    rows = x.reshape(48, 128)
+    np.testing.assert_allclose(out, (rows - rows.mean(axis=1, keepdims=True)).reshape(64, 96) + x, rtol=1e-5, atol=1e-5)
+
+
+def test_row_mins_reshaped_across_their_rows_and_back_onto_the_columns_are_split():
+    # the round trip [6] -> [4, ...] cannot be one: 6 row mins reshaped to [3, 2] and back,
+    # added along the columns, still need other rows' mins
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        mins = fd.ops.reshape(fd.ops.reshape(fd.ops.min(t0, dims=[1]), new_shape=[3, 2]), new_shape=[6])
+        fd.add_output(fd.ops.add(t0, fd.ops.broadcast_in_dim(mins, shape=[6, 6], broadcast_dims=[1])))
+
+    x = RNG.standard_normal((6, 6)).astype(np.float32)
+    runtime, _ = _runtime(build, [x])
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["reduction", "pointwise"]
+    (out,) = _check(build, [x])
+    np.testing.assert_allclose(out, x + x.min(axis=1)[None, :], rtol=1e-6)
