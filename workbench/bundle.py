@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fuser_core import FuserError, load_repro
-from workbench.session import RunOptions, RunResult, Session
+from workbench.session import RunOptions, RunResult, Session, device_label
 
 BUNDLE_FORMAT = "fuser-workbench-bundle"
 BUNDLE_VERSION = 1
@@ -43,7 +43,7 @@ class Recorded:
     def banner(self, path: str) -> str:
         return (
             f"bundle {path}: recorded {self.at} on {self.host} ({self.platform}), {self.backend} backend, "
-            f"device {self.device}; what it shows is what was seen there, re-running runs here"
+            f"{device_label(self.device, self.backend)}; what it shows is what was seen there, re-running runs here"
         )
 
 

@@ -295,7 +295,7 @@ def export_repro_command(args: argparse.Namespace, out: TextIO) -> int:
     with _command_options(args):
         path = resolve_script(args.file)
         for session in _sessions(args, path):
-            written = export_repro(session, Path(args.output_dir), Path(args.output) if args.output else None)
+            written = export_repro(session, Path(args.export_dir), Path(args.output) if args.output else None)
             out.write(f"wrote {written}\n")
             if args.output:
                 break
@@ -416,7 +416,12 @@ def _add_trace_and_bundle_parsers(sub: Any) -> None:
 # -- the parser ---------------------------------------------------------------------------
 
 
-def _add_run_options(cmd: argparse.ArgumentParser) -> None:
+EXPORT_DIR_HELP = (
+    "where the TUI's exports, and a CUDA fault's repro script and kernel CUDA, are written (default: here)"
+)
+
+
+def _add_run_options(cmd: argparse.ArgumentParser, export_help: str = EXPORT_DIR_HELP) -> None:
     cmd.add_argument("--enable", default="", help="comma-separated enable options")
     cmd.add_argument("--disable", default="", help="comma-separated disable options")
     cmd.add_argument(
@@ -432,11 +437,7 @@ def _add_run_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--scalars", default=None, help="comma-separated values of the scalar inputs, in order")
     cmd.add_argument("--definition", default=None, help="the fusion definition to run (default: every one)")
     cmd.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    cmd.add_argument(
-        "--export-dir",
-        default=".",
-        help="where the TUI's exports, and a CUDA fault's repro script and kernel CUDA, are written (default: here)",
-    )
+    cmd.add_argument("--export-dir", default=".", help=export_help)
     cmd.add_argument(
         "--max-input-bytes",
         type=parse_bytes,
@@ -489,8 +490,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     repro_cmd.add_argument("file")
     repro_cmd.add_argument("-o", "--output", help="the file to write (default: <script>.<definition>.repro.py)")
-    repro_cmd.add_argument("--output-dir", default=".", help="where the default-named files go (default: here)")
-    _add_run_options(repro_cmd)
+    _add_run_options(repro_cmd, export_help="where the default-named files go (default: here)")
+    # --output-dir was this command's own name for --export-dir: a hidden alias, so that
+    # scripts written for it keep working (its default is --export-dir's).
+    repro_cmd.add_argument("--output-dir", dest="export_dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     why_cmd = sub.add_parser(
         "why", help="why two groups were not fused (every scheduler's verdict), or how one would be split"
     )

@@ -116,10 +116,19 @@ class TextDiff:
         return self.changed_lines == 0
 
 
-def diff_texts(old: str, new: str, old_label: str = "a", new_label: str = "b", context: int = 2) -> TextDiff:
-    """`old` renamed into `new`'s names, then diffed line by line."""
+def diff_texts(
+    old: str,
+    new: str,
+    old_label: str = "a",
+    new_label: str = "b",
+    context: int = 2,
+    keep: frozenset[str] = frozenset(),
+) -> TextDiff:
+    """`old` renamed into `new`'s names (but for names of the kinds in `keep`), then
+    diffed line by line."""
     old_lines, new_lines = old.splitlines(), new.splitlines()
-    renamed = rename(old, _mapping(old_lines, new_lines)).splitlines()
+    mapping = {key: name for key, name in _mapping(old_lines, new_lines).items() if key[0] not in keep}
+    renamed = rename(old, mapping).splitlines()
     matcher = difflib.SequenceMatcher(None, renamed, new_lines, autojunk=False)
     changed = sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
     if not changed:
@@ -173,13 +182,19 @@ def _labels(old: dict[str, Stage], new: dict[str, Stage]) -> list[str]:
     return labels
 
 
+# The cache stage says which runtime each run hit or built, as the Log does: there a
+# runtime's name is the fact itself, not a counter to match. (Renamed, run 1's
+# `new runtime f0_c1_r0` read f0_c1_r1, the runtime run 2 built.)
+_KEEP_NAMES = {"cache_events": frozenset({"runtime"})}
+
+
 def _stage_diff(old: Stage | None, new: Stage | None) -> StageDiff:
     if old is None:
         assert new is not None
         return StageDiff(new.label, new.key, "added", diff_texts("", new.text))
     if new is None:
         return StageDiff(old.label, old.key, "removed", diff_texts(old.text, ""))
-    found = diff_texts(old.text, new.text)
+    found = diff_texts(old.text, new.text, keep=_KEEP_NAMES.get(new.key, frozenset()))
     return StageDiff(new.label, new.key, "same" if found.same else "changed", found)
 
 

@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from fuser_core import RooflineEstimate
-from workbench.session import RunResult
+from workbench.artifacts import Artifacts
+from workbench.session import REFERENCE, RunResult, device_label
 
 COLUMNS = (
     "fusion",
@@ -51,7 +52,7 @@ def rows(fusion: str, result: RunResult) -> list[dict[str, str]]:
     base = {
         "fusion": fusion,
         "definition": settings.definition,
-        "run": str(result.index),
+        "run": str(result.index + 1),  # numbered from 1, as the TUI, the Log and exports' names number runs
         "shapes": " ".join("x".join(map(str, s)) or "scalar" for s in settings.shapes),
         "options": ",".join(result.effective),
         "backend": settings.options.backend,
@@ -65,7 +66,7 @@ def rows(fusion: str, result: RunResult) -> list[dict[str, str]]:
     for g in a.groups:
         r = launches.get(g.id)
         row = {**dict.fromkeys(COLUMNS, ""), **base, "group": f"g{g.id}", "scheduler": g.scheduler}
-        row |= {"kernel": g.kernel, "device": a.device}
+        row |= {"kernel": g.kernel, "device": _device(a)}
         row |= _estimate_columns(a.estimate(g.id), r.seconds if r is not None else None)
         if r is None:
             row["note"] = a.launches_note
@@ -80,6 +81,14 @@ def rows(fusion: str, result: RunResult) -> list[dict[str, str]]:
             }
         out.append(row)
     return out
+
+
+def _device(a: Artifacts) -> str:
+    """The GPU's name where the cuda backend ran; on the reference backend the name is only
+    the device model the heuristics were sized for, and the cell says so."""
+    if a.backend == REFERENCE:
+        return device_label(a.device, a.backend)
+    return a.device
 
 
 def _estimate_columns(e: RooflineEstimate | None, measured: float | None) -> dict[str, str]:

@@ -86,6 +86,15 @@ def make_backend(name: str, device_model: str | None = None) -> Backend:
     return factory(device_model)
 
 
+def device_label(device: str, backend: str) -> str:
+    """A run's device as a user should read it. A run records the device its heuristics
+    were sized for; on the reference backend no GPU ran anything, so that name is only a
+    device model (the option device_model, or H100 SXM by default), not a GPU found here."""
+    if backend == REFERENCE:
+        return f"device model: {device} (no GPU; reference backend)"
+    return f"device: {device}"
+
+
 def backend_problem(name: str, device_model: str | None = None) -> str | None:
     """Why the named backend cannot run here (no GPU, no CuPy), or None if it can."""
     try:

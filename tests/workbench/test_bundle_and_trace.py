@@ -18,7 +18,7 @@ from workbench.bundle import BUNDLE_VERSION, load_bundle, save_bundle
 from workbench.cli import main
 from workbench.diff import diff_artifacts
 from workbench.report import report_console
-from workbench.session import Session
+from workbench.session import RunOptions, Session
 from workbench.tui import Launch, WorkbenchApp, content, pipeline
 from workbench.tui.screens import TraceScreen
 from workbench.tui.textview import TextView
@@ -135,6 +135,16 @@ def test_session_trace_takes_the_settings_of_a_run_and_keeps_its_own() -> None:
 def run_cli(*argv: str) -> tuple[int, str]:
     out = io.StringIO()
     return main(list(argv), out=out), out.getvalue()
+
+
+def test_the_banner_of_a_reference_run_names_the_device_model_not_a_gpu(tmp_path: Path) -> None:
+    session = Session.open(POW)
+    session.set_shapes(POW_SMALL)
+    session.options = RunOptions(device_model="h200")
+    session.run()
+    bundle = load_bundle(save_bundle(session, tmp_path / "b.fwb.json"))
+    assert "reference backend, device model: NVIDIA H200 (no GPU; reference backend);" in bundle.banner()
+    assert bundle.recorded.device == "NVIDIA H200"  # the file keeps the bare name (docs/bundle-format.md)
 
 
 def test_cli_save_then_open_prints_the_banner_and_both_runs(tmp_path: Path) -> None:

@@ -461,9 +461,9 @@ def test_metrics_writes_one_row_per_kernel_per_run(tmp_path):
     lines = out.read_text().splitlines()
     assert lines[0].startswith("fusion,definition,run,group,scheduler,kernel,shapes,options,backend,device,time_us")
     assert [line.split(",")[:5] for line in lines[1:]] == [
-        ["rope_issue2795.py", "nvfuser_fusion_id0", "0", "g0", "pointwise"],
-        ["issue785_reduction_pow.py", "nvfuser_fusion_id6", "0", "g0", "reduction"],
-        ["issue785_reduction_pow.py", "nvfuser_fusion_id6", "0", "g1", "pointwise"],
+        ["rope_issue2795.py", "nvfuser_fusion_id0", "1", "g0", "pointwise"],
+        ["issue785_reduction_pow.py", "nvfuser_fusion_id6", "1", "g0", "reduction"],
+        ["issue785_reduction_pow.py", "nvfuser_fusion_id6", "1", "g1", "pointwise"],
     ]
 
 
@@ -487,7 +487,7 @@ def test_report_writes_html_and_json(tmp_path):
 def test_export_repro_writes_a_script_that_loads_back_with_the_same_ir_shapes_and_options(tmp_path):
     code, text = run_cli(
         "export-repro", "issue785_reduction_pow", "--shapes", "4x8x64", "4x8x64", "--disable", "vectorization",
-        "--output-dir", str(tmp_path),
+        "--export-dir", str(tmp_path),
     )  # fmt: skip
     written = tmp_path / "issue785_reduction_pow.nvfuser_fusion_id6.repro.py"
     assert code == 0 and text == f"wrote {written}\n"
@@ -515,6 +515,22 @@ def test_export_repro_to_a_named_file(tmp_path):
     (again,) = load_repro(out).definitions
     assert again.fd.fusion_ir() == original.fd.fusion_ir()
     assert [spec.shape for spec in again.inputs] == [spec.shape for spec in original.inputs]
+
+
+def test_export_repro_writes_into_export_dir_as_every_command_names_it_and_output_dir_still_works(tmp_path, capsys):
+    # --export-dir was silently ignored here (the files went to the current directory)
+    # while the command's own --output-dir took its place; that one stays, hidden
+    name = "issue785_reduction_pow.nvfuser_fusion_id6.repro.py"
+    for flag, folder in (("--export-dir", tmp_path / "canonical"), ("--output-dir", tmp_path / "alias")):
+        folder.mkdir()
+        code, text = run_cli("export-repro", "issue785_reduction_pow", flag, str(folder))
+        assert code == 0 and text == f"wrote {folder / name}\n"
+        assert (folder / name).read_text().startswith("# fuser-workbench repro:")
+    with pytest.raises(SystemExit):
+        main(["export-repro", "--help"])
+    usage = capsys.readouterr().out
+    assert "--export-dir EXPORT_DIR" in usage and "where the default-named files go" in usage
+    assert "--output-dir" not in usage
 
 
 def test_dump_without_dump_names_refuses_run_inputs_it_would_ignore(capsys):

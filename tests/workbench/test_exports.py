@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -13,7 +14,7 @@ from workbench.artifacts import stages
 from workbench.graph import segment_graph, write_graph
 from workbench.metrics import COLUMNS, rows, write_csv
 from workbench.report import html_report, json_report
-from workbench.session import Session
+from workbench.session import RunOptions, Session
 
 EXPECTED_COLUMNS = [
     "fusion",
@@ -131,6 +132,27 @@ def test_the_csv_has_one_row_per_kernel_per_run_with_every_column(pow_run, tmp_p
     )
     assert reduction["estimate_us"] == "0.0025" and reduction["of_estimate"] == ""
     assert (pointwise["bytes"], pointwise["flops"], pointwise["estimate_us"]) == ("16384", "2048", "0.0049")
+
+
+def test_the_csv_numbers_runs_from_1_as_the_tui_and_the_log_do():
+    session = Session.open("issue785_reduction_pow")
+    session.set_shapes([(4, 8, 64), (4, 8, 64)])
+    first, second = session.run(), session.run()
+    assert [r["run"] for r in rows("p.py", first) + rows("p.py", second)] == ["1", "1", "2", "2"]
+
+
+def test_the_csv_device_of_a_reference_run_is_a_device_model_and_of_a_cuda_run_the_gpu(pow_run):
+    # no GPU ran a reference run: its device is only the model the heuristics were sized for
+    reference = {r["device"] for r in rows("p.py", pow_run)}
+    assert reference == {"device model: NVIDIA H100 SXM5 (no GPU; reference backend)"}
+    session = Session.open("issue785_reduction_pow")
+    session.set_shapes([(4, 8, 64), (4, 8, 64)])
+    session.options = RunOptions(device_model="h200")
+    assert {r["device"] for r in rows("p.py", session.run())} == {
+        "device model: NVIDIA H200 (no GPU; reference backend)"
+    }
+    on_gpu = replace(pow_run, artifacts=replace(pow_run.artifacts, backend="cuda", device="NVIDIA H100 80GB HBM3"))
+    assert {r["device"] for r in rows("p.py", on_gpu)} == {"NVIDIA H100 80GB HBM3"}
 
 
 def test_the_html_report_is_self_contained_with_every_stages_heading(pow_run):

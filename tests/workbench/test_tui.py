@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import io
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from shrinkable import SHRINKABLE
-from textual.widgets import Input, Select, Switch
+from textual.widgets import Input, Select, Static, Switch
 from tui_helpers import (
     NO_GPU,
     POW_SMALL,
@@ -30,7 +31,8 @@ from tui_helpers import (
 from fuser_core import load_repro
 from workbench import cli
 from workbench.samples import SAMPLES_DIR, sample_paths
-from workbench.tui import pipeline
+from workbench.session import RunOptions
+from workbench.tui import content, pipeline
 from workbench.tui.app import TABS, Legend
 from workbench.tui.screens import HelpScreen, bindings_table
 from workbench.tui.textview import plain_lines
@@ -74,6 +76,79 @@ def test_toggling_concretize_resize_extents_turns_the_extents_symbolic_and_back_
         diff = await show(pilot, "diff")
         assert "a = run 2" in diff and "b = run 3" in diff
         assert f"-    {OFF_EXTENTS}" in diff and f"+    {ON_EXTENTS}" in diff
+
+    drive(app, steps)
+
+
+def test_the_diff_tabs_cache_line_of_run_1_names_the_runtime_the_log_names():
+    # vectorization off builds a second runtime of the same concretization: run 1's cache
+    # line read `new runtime f0_c1_r1`, renamed into run 2's names like the other stages
+    app = make_app("softmax", shapes=((2, 4, 4, 1024),))
+
+    async def steps(pilot):
+        await pilot.click("#opt-vectorization")
+        app.query_one("#diff-view").focus()
+        await rerun(pilot)
+        log = await show(pilot, "log")
+        first = "cache: miss at concretization: first execution: nothing cached -> new runtime f0_c1_r0"
+        second = "cache: miss at runtime: vectorization off -> new runtime f0_c1_r1"
+        assert f"run 1: {first}" in log and f"run 2: {second}" in log
+        diff = await show(pilot, "diff")
+        assert "cache: 1 line changed" in diff
+        assert f"-{first}" in diff and f"+{second}" in diff
+
+    drive(app, steps)
+
+
+def test_the_run_tab_names_the_device_model_on_the_reference_backend_and_the_gpu_on_cuda():
+    app = make_app("issue785_reduction_pow", shapes=POW_SMALL, options=RunOptions(device_model="h200"))
+
+    async def steps(pilot):
+        text = await show(pilot, "run")
+        assert "device model: NVIDIA H200 (no GPU; reference backend)   backend: reference" in text
+        assert "device: " not in text  # no GPU was found or used here
+        on_gpu = replace(
+            app.good, artifacts=replace(app.good.artifacts, backend="cuda", device="NVIDIA H100 80GB HBM3")
+        )
+        assert "device: NVIDIA H100 80GB HBM3   backend: cuda" in "\n".join(plain_lines(content.run_view(on_gpu, None)))
+
+    drive(app, steps)
+
+
+@pytest.mark.parametrize(
+    "name, error", [("missing.py", "no such file or bundled sample"), ("broken.py", "syntax error")]
+)
+def test_a_file_that_fails_to_open_says_so_in_the_sidebar_and_r_opens_it_once_fixed(tmp_path, name, error):
+    script = tmp_path / name
+    if name == "broken.py":
+        script.write_text("def broken(:\n    pass\n")
+    app = make_app(str(script), shapes=((2, 4, 8, 1024),))
+
+    async def steps(pilot):
+        file_name = app.query_one("#file-name", Static)
+        assert str(file_name.render()) == f"cannot open {name}"  # it stayed on `opening…`
+        assert f"cannot open {script}" in banner(pilot) and error in banner(pilot)
+        assert app.session is None and app.is_running
+
+        shutil.copy(SAMPLES_DIR / "softmax.py", script)
+        await pilot.press("r")
+        await settle(pilot)
+        assert str(file_name.render()) == name and banner(pilot) == ""
+        assert app.good is not None and app.good.settings.shapes == ((2, 4, 8, 1024),)
+
+    drive(app, steps)
+
+
+def test_a_file_that_fails_to_open_later_keeps_the_open_session_and_what_the_user_typed(tmp_path):
+    app = make_app("softmax", shapes=((2, 4, 8, 1024),))
+
+    async def steps(pilot):
+        await type_into(pilot, "shape-0", "2x4x4x1024")
+        app.open_script(str(tmp_path / "missing.py"))
+        await settle(pilot)
+        assert f"cannot open {tmp_path / 'missing.py'}" in banner(pilot)
+        assert str(app.query_one("#file-name", Static).render()) == "softmax.py"
+        assert app.query_one("#shape-0", Input).value == "2x4x4x1024" and app.session.definition
 
     drive(app, steps)
 

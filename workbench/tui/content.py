@@ -39,7 +39,7 @@ from workbench.render.tables import (
 )
 from workbench.render.text import rule
 from workbench.render.trace import render_trace
-from workbench.session import REFERENCE, RunResult, RunSettings
+from workbench.session import REFERENCE, RunResult, RunSettings, device_label
 
 ALL = -1  # the group filter that shows every group
 
@@ -245,7 +245,10 @@ def run_view(result: RunResult, cuda_problem: str | None) -> RenderableType:
     assert a is not None
     parts: list[RenderableType] = [
         Text(f"run {result.index + 1}: {result.settings.describe()}"),
-        Text(f"device: {a.device}   backend: {a.backend}   wall time of the run: {format_seconds(a.wall_seconds)}"),
+        Text(
+            f"{device_label(a.device, a.backend)}   backend: {a.backend}   "
+            f"wall time of the run: {format_seconds(a.wall_seconds)}"
+        ),
         heading("Kernels: time, bandwidth, fraction of peak, estimate"),
     ]
     if a.launches:

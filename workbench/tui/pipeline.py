@@ -124,6 +124,8 @@ class Pipeline(SidebarInputs, TabViews):
 
     def on_open_failed(self, message: OpenFailed) -> None:
         self.busy = None
+        if self.session is None:  # else the sidebar still shows the open session, as it should
+            self.query_one(Sidebar).show_open_failed(message.script, message.message)
         self._error(f"cannot open {message.script}", message.message, message.location, message.line)
         self._log_line(Text(f"error: cannot open {message.script}: {message.message}", style="bold red"))
         self._status(f"cannot open {message.script}: press ctrl+o to open another, r to try again")

@@ -84,6 +84,7 @@ class Sidebar(VerticalScroll):
         name = self.query_one("#file-name", Static)
         name.update(path.name)
         name.tooltip = str(path.resolve())
+        name.remove_class("-failed")
         definition = self.query_one("#definition", Select)
         with self.prevent(Select.Changed):
             definition.set_options([(d, d) for d in session.definitions])
@@ -116,6 +117,14 @@ class Sidebar(VerticalScroll):
                 self.query_one(f"#opt-{name}", Switch).value = (name not in names) == (kind == "disable")
             self.query_one("#backend", Select).value = options.backend
             self.query_one("#device-model", Select).value = options.device_model or DEFAULT_DEVICE
+
+    def show_open_failed(self, script: str, message: str) -> None:
+        """No file is open: say so instead of `opening…` (the error banner has the details)."""
+        name = self.query_one("#file-name", Static)
+        name.update(f"cannot open {Path(script).name}")
+        name.tooltip = message
+        name.add_class("-failed")
+        self.query_one("#definition", Select).prompt = "(no file open)"
 
     def show_backend_note(self, text: str) -> None:
         self.query_one("#backend-note", Static).update(text)
