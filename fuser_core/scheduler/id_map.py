@@ -24,10 +24,7 @@ from fuser_core.ir.iter_domain import IterDomain, Merge, Resize, Split
 from fuser_core.ir.tensor_exprs import SqueezeOp
 from fuser_core.ir.tensor_view import TensorView
 
-# How a set's index holds a source axis's (IdMap.index_flows): ("digits", lo, hi), its
-# digits at place values [lo, hi); ("placed", source set, 0 or 1), the whole source as a
-# merge's outer or inner input (extents unknown); ("whole", 0, 0), all of it, extent unknown.
-_Span = tuple[str, int, int]
+_Span = tuple[str, int, int]  # how a set's index holds the source's (_IndexFlow says the forms)
 
 
 class _DisjointSets:
@@ -169,7 +166,12 @@ class IdMap:
         start = self.windows_of(keys)
         return start | self._closure(start, self.made_from) | self._closure(start, self._made_into_of)
 
-    def index_flows(self, key: int, extent_of: Callable[[IterDomain], int | None] | None = None) -> set[int]:
+    @property
+    def reshaped_or_resized(self) -> bool:
+        """Whether any axis of the map's tensors is made by a reshape or resize transform."""
+        return bool(self._sources)
+
+    def index_flows(self, key: int, extents: dict[int, int] | None = None) -> set[int]:
         """Exact sets whose index is computed from set `key`'s: its windows (windows_of),
         and down the splits and merges from them, the sets that receive some of its digits.
 
@@ -178,15 +180,15 @@ class IdMap:
         keeps the digits under f in its inner output, the rest, divided by f, in its outer
         one). So a flat axis split into [r, c], and an [r, b] merged back onto it, give r's
         digits to r alone, not to c: a row sum broadcast along b and reshaped onto the flat
-        axis reads its own row. Extents come from `extent_of` (the run's sizes; by default
-        constant extents only). Where one is unknown, or a split does not fall on the
+        axis reads its own row. `extents` gives sets' extents (set_extents of the run's
+        sizes; by default the constant ones). Where one is unknown, or a split does not fall on the
         digits' boundaries, both outputs count whole (a resize's too); a merge of exactly
         those two outputs undoes the split, and a merge split again with `key`'s set in
         the same place gives it back alone."""
-        flow = _IndexFlow(self, self._set_extents(extent_of or _constant_extent))
+        flow = _IndexFlow(self, self.set_extents(_constant_extent) if extents is None else extents)
         return flow.run(key)
 
-    def _set_extents(self, extent_of: Callable[[IterDomain], int | None]) -> dict[int, int]:
+    def set_extents(self, extent_of: Callable[[IterDomain], int | None]) -> dict[int, int]:
         """Exact set -> the one extent its axes have, where `extent_of` gives one and they
         agree (not an expanded broadcast beside its extent-1 producer)."""
         extents: dict[int, set[int]] = {}

@@ -566,6 +566,8 @@ def _resized_onto_own_reduction(
     the block computing it does not hold. A run-time check: whether a reshape's split
     falls on an axis's digits needs the extents."""
     id_map = group.id_map
+    if not id_map.reshaped_or_resized:
+        return None
     reduced = reduction_sets(id_map, reference)
 
     def extent_of(dim: IterDomain) -> int | None:
@@ -574,10 +576,11 @@ def _resized_onto_own_reduction(
         except UnboundValue:  # an axis no input's size gives a value
             return None
 
+    extents = id_map.set_extents(extent_of)
     for dim in reference.logical:
         if dim.is_reduction or dim.is_broadcast:
             continue
-        if id_map.index_flows(id_map.exact(dim), extent_of) & reduced:
+        if id_map.index_flows(id_map.exact(dim), extents) & reduced:
             return reject(
                 kind,
                 f"the iteration axis {dim} of T{reference.name} is resized or reshaped onto its own reduced axis",
