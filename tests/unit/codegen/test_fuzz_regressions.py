@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from fuser_core import DataType
 from fuser_core.codegen.kernel_ir import VectorCopy, walk
@@ -29,6 +30,17 @@ def _check_kernels_codegen_takes(build, inputs) -> list:
     for vectorize in (True, False):
         check_generated_kernels(runtime, inputs, vectorize=vectorize)
     return expected
+
+
+def _check_split_for_a_tie(build, x):
+    """The fusion's reduction refused for a tie of its iteration axis to its reduced axis,
+    run as a reduction and a pointwise kernel, each checked: the outputs."""
+    runtime, _ = _runtime(build, [x])
+    assert "is resized or reshaped onto its own reduced axis" in " ".join(
+        r.reason for a in runtime.segmented.attempts for r in a.rejections
+    )
+    assert [g.scheduler.value for g in runtime.segmented.groups] == ["reduction", "pointwise"]
+    return _check(build, [x])
 
 
 def test_an_unused_welford_sibling_is_concretized_with_the_padded_one():
@@ -928,12 +940,7 @@ def test_a_reduction_padded_onto_its_own_reduced_axis_is_split():
         fd.add_output(fd.ops.add(t1, fd.ops.broadcast_in_dim(t3, shape=[3, 6], broadcast_dims=[1])))
 
     x = RNG.standard_normal((5, 8)).astype(np.float32)
-    runtime, _ = _runtime(build, [x])
-    assert "is resized or reshaped onto its own reduced axis" in " ".join(
-        r.reason for a in runtime.segmented.attempts for r in a.rejections
-    )
-    assert [g.scheduler.value for g in runtime.segmented.groups] == ["reduction", "pointwise"]
-    (out,) = _check(build, [x])
+    (out,) = _check_split_for_a_tie(build, x)
     window = x[:3, 2:8]
     padded = np.concatenate([np.full(3, 0.001, np.float32), window.min(axis=1)])
     np.testing.assert_allclose(out, window + padded[None, :], rtol=1e-6)
@@ -967,22 +974,19 @@ def test_a_one_wide_column_of_an_input_read_in_vectors_is_loaded_lane_by_lane():
     _check(scaled_norm, [RNG.standard_normal((64, 128)).astype(DataType.BFloat16.numpy)])
 
 
-def test_a_reduction_reshaped_onto_its_own_reduced_axis_is_split():
-    # each of 6 rows' min, reshaped to [2, 3] and back to [6], added along the 6 columns:
-    # column j needs row j's min. The reshape round trip hid the tie from the pad/slice
-    # check, and the inner persistent kernel added each row's own min (30 of 36 wrong)
+@pytest.mark.parametrize("middle", [[2, 3], [3, 2]])
+def test_a_reduction_reshaped_onto_its_own_reduced_axis_is_split(middle):
+    # each of 6 rows' min, reshaped to [2, 3] (or [3, 2]) and back to [6], added along the
+    # 6 columns: column j needs row j's min. The reshape round trip hid the tie from the
+    # pad/slice check, and the inner persistent kernel added each row's own min (30 of 36
+    # wrong). [3, 2] cuts the rows' digits, which the check must still follow
     def build(fd):
         t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
-        mins = fd.ops.reshape(fd.ops.reshape(fd.ops.min(t0, dims=[1]), new_shape=[2, 3]), new_shape=[6])
+        mins = fd.ops.reshape(fd.ops.reshape(fd.ops.min(t0, dims=[1]), new_shape=middle), new_shape=[6])
         fd.add_output(fd.ops.add(t0, fd.ops.broadcast_in_dim(mins, shape=[6, 6], broadcast_dims=[1])))
 
     x = RNG.standard_normal((6, 6)).astype(np.float32)
-    runtime, _ = _runtime(build, [x])
-    assert "is resized or reshaped onto its own reduced axis" in " ".join(
-        r.reason for a in runtime.segmented.attempts for r in a.rejections
-    )
-    assert [g.scheduler.value for g in runtime.segmented.groups] == ["reduction", "pointwise"]
-    (out,) = _check(build, [x])
+    (out,) = _check_split_for_a_tie(build, x)
     np.testing.assert_allclose(out, x + x.min(axis=1)[None, :], rtol=1e-6)
 
 
@@ -1025,18 +1029,3 @@ def test_rows_of_a_view_across_the_input_rows_reshaped_back_stay_one_persistent_
     (out,) = _check(build, [x])
     rows = x.reshape(48, 128)
     np.testing.assert_allclose(out, (rows - rows.mean(axis=1, keepdims=True)).reshape(64, 96) + x, rtol=1e-5, atol=1e-5)
-
-
-def test_row_mins_reshaped_across_their_rows_and_back_onto_the_columns_are_split():
-    # the round trip [6] -> [4, ...] cannot be one: 6 row mins reshaped to [3, 2] and back,
-    # added along the columns, still need other rows' mins
-    def build(fd):
-        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
-        mins = fd.ops.reshape(fd.ops.reshape(fd.ops.min(t0, dims=[1]), new_shape=[3, 2]), new_shape=[6])
-        fd.add_output(fd.ops.add(t0, fd.ops.broadcast_in_dim(mins, shape=[6, 6], broadcast_dims=[1])))
-
-    x = RNG.standard_normal((6, 6)).astype(np.float32)
-    runtime, _ = _runtime(build, [x])
-    assert [g.scheduler.value for g in runtime.segmented.groups] == ["reduction", "pointwise"]
-    (out,) = _check(build, [x])
-    np.testing.assert_allclose(out, x + x.min(axis=1)[None, :], rtol=1e-6)
