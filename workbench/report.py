@@ -80,7 +80,7 @@ def _plain(value: Any) -> Any:
 def json_report(source: str, result: RunResult) -> dict[str, Any]:
     data: dict[str, Any] = {
         "source": source,
-        "run": result.index,
+        "run": result.index + 1,  # numbered from 1, as the file's name, the TUI and the CSV number it
         "settings": _plain(result.settings),
         "options_in_effect": list(result.effective),
         "error": _plain(result.error),

@@ -204,7 +204,8 @@ def test_exports_name_the_run_and_say_where_they_wrote(tmp_path, pow_run):
     assert export_graph(pow_run, script, tmp_path) == [tmp_path / f"{stem}.dot"]
     assert "cluster_g1" in (tmp_path / f"{stem}.dot").read_text()
     report = export_report(pow_run, script, tmp_path, as_json=True)
-    assert report == tmp_path / f"{stem}.json" and json.loads(report.read_text())["run"] == 0
+    # the JSON names the run its file's name does (run1), not the run's 0-based index
+    assert report == tmp_path / f"{stem}.json" and json.loads(report.read_text())["run"] == 1
     dumps = export_dumps(pow_run, script, tmp_path).read_text()
     assert dumps.startswith("== issue785_reduction_pow.py :: ") and "// g1 pointwise" in dumps
     assert "\x1b[" not in dumps  # plain text
