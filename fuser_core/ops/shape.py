@@ -166,7 +166,7 @@ def expand(
         return tv
     out = TensorView(TensorDomain(out_ids), tv.dtype)
     if expanded:
-        ExpandOp(out, tv, sizes)  # type: ignore[arg-type]
+        ExpandOp(out, tv, sizes).user_op = op  # type: ignore[arg-type]  # errors name broadcast_in_dim, as written
     else:
         arith.LoadStoreOp(out, tv).user_op = op  # its size checks name `op`, not set
     return out

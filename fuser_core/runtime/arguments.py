@@ -142,6 +142,10 @@ class _MappedAxes:
     # Axes sized by scalar inputs alone (`full([n])`, `iota(n)`), with what their set
     # holds them to: the set's constant, else an input axis (position, axis) of the set.
     scalar_sized: list[tuple[IterDomain, int | tuple[int, int]]] = field(default_factory=list)
+    # Input axes an op combines with a broadcast expanded to a constant size (an
+    # `iota(n)` broadcast to a hard-coded [4096, n] and compared with labels of [N]):
+    # (input position, axis), the constant, the broadcast axis, the op that combines them.
+    expanded: list[tuple[tuple[int, int], int, IterDomain, Expr]] = field(default_factory=list)
 
 
 def check_mapped_sizes(fusion: Fusion, args: Sequence[Any]) -> None:
@@ -165,6 +169,23 @@ def check_mapped_sizes(fusion: Fusion, args: Sequence[Any]) -> None:
                 _raise_mismatch(fusion, (p0, a0, size), (p, a, args[p].shape[a]))
     if mapped.scalar_sized:
         _check_scalar_sizes(fusion, args, mapped.scalar_sized)
+    for (p, a), constant, broadcast, op in mapped.expanded:
+        size = args[p].shape[a]
+        if size != constant:
+            raise _error_at(
+                op,
+                f"{_input_label(p, fusion.inputs[p])} axis {a} has size {size}, but {op.user_name} combines it "
+                f"with an axis broadcast to size {constant}{_made_at(fusion, broadcast)}",
+            )
+
+
+def _made_at(fusion: Fusion, dim: IterDomain) -> str:
+    """Where the op making a tensor with axis `dim` was written, as ` (by OP at FILE:LINE)`."""
+    for expr in fusion.exprs():
+        if any(isinstance(out, TensorView) and dim in out.logical for out in expr.outputs):
+            where = f" at {expr.location}" if expr.location is not None else ""
+            return f" (by {expr.user_name}{where})"
+    return ""
 
 
 def _check_scalar_sizes(
@@ -325,7 +346,29 @@ def _mapped_axes(fusion: Fusion) -> _MappedAxes:
                 scalar_sized.append((dim, single[key]))
             elif key in by_set:
                 scalar_sized.append((dim, by_set[key][0]))
-    return _MappedAxes(groups, conflicts, scalar_sized)  # type: ignore[arg-type]
+    return _MappedAxes(groups, conflicts, scalar_sized, _expanded_ties(fusion, id_map, by_set, undecided))  # type: ignore[arg-type]
+
+
+def _expanded_ties(
+    fusion: Fusion, id_map: IdMap, by_set: dict[int, list[tuple[int, int]]], undecided: set[int]
+) -> list[tuple[tuple[int, int], int, IterDomain, Expr]]:
+    """Input axes that an op combines with a broadcast expanded to a constant size: that
+    size is what the input axis must have (a broadcast is not a size-1 axis any longer
+    once expanded; the reference would fail on NumPy's broadcast error instead)."""
+    found: list[tuple[tuple[int, int], int, IterDomain, Expr]] = []
+    seen: set[tuple[int, int]] = set()
+    for expr in fusion.exprs():
+        for p, c in id_map.broadcast_links.get(id(expr), []):
+            broadcast, axis = (p, c) if p.is_broadcast else (c, p)
+            extent = broadcast.expanded_extent
+            if extent is None or not extent.is_const or extent.value == 1 or axis.is_broadcast:
+                continue
+            key = id_map.exact(axis)
+            if key in undecided or key not in by_set or (key, int(extent.value)) in seen:  # type: ignore[arg-type]
+                continue
+            seen.add((key, int(extent.value)))  # type: ignore[arg-type]
+            found.append((by_set[key][0], int(extent.value), broadcast, expr))  # type: ignore[arg-type]
+    return found
 
 
 def _from_scalar_inputs(value: Scalar, scalars: set[int]) -> bool:

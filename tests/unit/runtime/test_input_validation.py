@@ -316,3 +316,23 @@ def test_a_refused_call_leaves_no_concretization_behind() -> None:
     fd.execute([x, rand((3, 7)), 1, 2])
     cache = fd.executor_cache
     assert cache is not None and "first execution" in cache.last_report.event.line()
+
+
+def test_an_input_axis_combined_with_a_hard_coded_broadcast_size_names_both_ops() -> None:
+    """cross-entropy's one-hot: iota over the vocabulary broadcast to a hard-coded
+    [4, 6] and compared with labels of [N]. An N other than 4 is refused before the
+    run, naming the comparison, the input and the broadcast_in_dim that fixed 4 (it
+    failed inside the reference on NumPy's broadcast error, naming only the comparison)."""
+    with FusionDefinition() as fd:
+        labels = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int)
+        vocab = fd.ops.iota(fd.define_scalar(6), fd.define_scalar(0), fd.define_scalar(1), dtype=DataType.Int)
+        ramp = fd.ops.broadcast_in_dim(vocab, shape=[4, 6], broadcast_dims=[1])
+        wide = fd.ops.broadcast_in_dim(labels, shape=[4, 6], broadcast_dims=[0])
+        fd.add_output(fd.ops.eq(ramp, wide))
+    good = np.array([0, 5, 2, 2], dtype=np.int64)
+    (out,) = fd.execute([good])
+    np.testing.assert_array_equal(out, np.arange(6)[None, :] == good[:, None])
+    err = run_error(fd, [np.array([1, 2, 3], dtype=np.int64)])
+    assert err.op == "equal"
+    assert "input 0 (T0) axis 0 has size 3, but equal combines it with an axis broadcast to size 4" in err.message
+    assert "(by broadcast_in_dim at test_input_validation.py:" in err.message
