@@ -417,7 +417,8 @@ class _IndexFlow:
         cut = (outer, inner, span)
         if cut not in self.cuts:
             self.cuts.append(cut)
-        return [(outer, ("cut", self.cuts.index(cut), 0)), (inner, ("cut", self.cuts.index(cut), 1))]
+        at = self.cuts.index(cut)
+        return [(outer, ("cut", at, 0)), (inner, ("cut", at, 1))]
 
     def _whole(self, key: int) -> _Span:
         """The span of a set whose whole index depends on the source's."""

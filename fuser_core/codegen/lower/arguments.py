@@ -9,7 +9,7 @@ from typing import Any
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.elementwise import _convert_const, _elementwise
-from fuser_core.codegen.lower.model import HARDWARE, INDEX, Instance, _Scope, concrete, read_by_writers
+from fuser_core.codegen.lower.model import HARDWARE, INDEX, Instance, _Scope, concrete, copy_width, read_by_writers
 from fuser_core.codegen.lower.order import _hoisted
 from fuser_core.codegen.simplify import const_value, is_int
 from fuser_core.errors import InternalError
@@ -194,6 +194,11 @@ class Arguments:
         return self.scalar(dim.extent, INDEX)
 
     # -- what is materialized -----------------------------------------------------------
+    def _copied_in_vectors(self, name: str, width: int, dtype: DataType) -> None:
+        """Record that kernel argument `name` is read or written `width` elements at a time:
+        the launch checks its alignment to one copy of those (16 bytes at most)."""
+        self.vector_widths[name] = max(copy_width(width, dtype), self.vector_widths.get(name, 1))
+
     def _is_materialized(self, tv: TensorView) -> bool:
         if tv in self.outputs or tv.memory_type == MemoryType.Shared:
             return True

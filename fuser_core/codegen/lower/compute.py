@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.buffers import Buffers
 from fuser_core.codegen.lower.elementwise import _cast, _divides_by_a_row_value_into_a_narrow_output, _elementwise
-from fuser_core.codegen.lower.model import INDEX, TRUE, Instance, _primary, _Scope, concrete, copy_width, vector_copies
+from fuser_core.codegen.lower.model import INDEX, TRUE, Instance, _primary, _Scope, concrete, vector_copies
 from fuser_core.codegen.simplify import add, land, lt, mul, sub
 from fuser_core.errors import FuserError, InternalError
 from fuser_core.ir.dtype import DataType
@@ -160,8 +160,7 @@ class Compute(Buffers):
                 self._emit(copy)
         else:
             self._emit(k.If(read.valid, copies))
-        aligned = copy_width(vector, tv.dtype)
-        self.vector_widths[f"T{source.name}"] = max(aligned, self.vector_widths.get(f"T{source.name}", 1))
+        self._copied_in_vectors(f"T{source.name}", vector, tv.dtype)
 
     def _open_depth(self, dims: list[IterDomain]) -> int | None:
         """The depth of the open loop over the last of `dims` where loops over all of them

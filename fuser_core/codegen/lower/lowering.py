@@ -102,7 +102,6 @@ class Lowering(Stores):
         merge_sibling_nests(self.body, {t.name for t in self.tensor_args} | {w.name for w in self.workspaces})
         # Last: every check above reads plain `/` and `%`.
         divisors = use_fast_division(self.body) if self.index_type == DataType.Int32 else []
-        vectorized = {name: w for name, w in self.vector_widths.items()}
         tensors = [
             k.TensorArg(
                 t.name,
@@ -111,7 +110,7 @@ class Lowering(Stores):
                 t.alloc_ndim,
                 t.is_output,
                 t.fusion_position,
-                vectorized.get(t.name, 1),
+                self.vector_widths.get(t.name, 1),
                 t.shape,
             )
             for t in self.tensor_args
@@ -124,7 +123,7 @@ class Lowering(Stores):
             self.launch,
             self.index_type,
             self.shared_bytes,
-            vectorized=bool(vectorized),
+            vectorized=bool(self.vector_widths),
             workspaces=self.workspaces,
             max_threads=max_threads,
             min_blocks=min_blocks,

@@ -12,7 +12,6 @@ from fuser_core.codegen.lower.model import (
     _Scope,
     _substitute,
     concrete,
-    copy_width,
     loop_var,
     read_by_writers,
     vector_copies,
@@ -92,7 +91,7 @@ class Stores(Reductions):
                 name, self.global_index(tv, first.coords), staging, k.Const(INDEX, 0), vector, tv.dtype
             ):
                 self._emit(copy)
-        self.vector_widths[name] = max(copy_width(vector, tv.dtype), self.vector_widths.get(name, 1))
+        self._copied_in_vectors(name, vector, tv.dtype)
 
     def _lanes_advance(self, tv: TensorView, source: TensorView, inst: Instance) -> bool:
         """Whether the element of `source` that `inst` of its copy `tv` reads moves with the
