@@ -19,6 +19,7 @@ from fuser_core.runtime.executor_cache import CacheEvent, FusionExecutorCache, R
 from fuser_core.runtime.kernel_choice import CandidateTiming, KernelChoice
 from fuser_core.runtime.kernel_runtime import Backend, FusionKernelRuntime, ReferenceBackend
 from fuser_core.runtime.roofline import RooflineEstimate
+from fuser_core.scheduler.device import gpu_name
 from fuser_core.script.input_spec import ScalarSpec, TensorSpec, materialize_inputs
 from fuser_core.script.loader import LoadedDefinition, ReproScript, load_repro
 from fuser_core.segmenter.printer import (
@@ -74,6 +75,7 @@ __all__ = [
     "dump_sink",
     "explain_merge",
     "explain_split",
+    "gpu_name",
     "kernel_name",
     "load_repro",
     "materialize_inputs",

@@ -21,6 +21,7 @@ from fuser_core import (
     SegmentedFusion,
     bind_args,
     convert_inputs,
+    gpu_name,
     kernel_name,
     print_kernel,
     print_math,
@@ -169,6 +170,9 @@ class Artifacts:
     choices: tuple[KernelChoice, ...] = ()  # kernel_choice: each group's candidate kernels and the one kept
     outputs: tuple[OutputArtifact, ...] = ()  # the fusion's outputs at the run's sizes
     recomputed: tuple[str, ...] = ()  # tensors recomputed in their readers instead of crossing a cut
+    # The GPU a cuda run ran on ("" elsewhere): `device` is what sized the heuristics, the
+    # GPU itself unless a device model was named.
+    gpu: str = ""
 
     @property
     def scheduled_math(self) -> str:
@@ -261,6 +265,7 @@ def collect(
         choices=tuple(report.choices),
         outputs=tuple(OutputArtifact(f"T{tv.name}", tv.dtype.cuda, shapes.get(id(tv))) for tv in outputs),
         recomputed=tuple(recompute_lines(segmented)),
+        gpu=(gpu_name() or "") if backend == "cuda" else "",
     )
 
 

@@ -39,11 +39,13 @@ class Recorded:
     platform: str
     backend: str
     device: str  # the device the last run's heuristics were sized for
+    gpu: str = ""  # the GPU the last run ran on (cuda backend)
 
     def banner(self, path: str) -> str:
         return (
             f"bundle {path}: recorded {self.at} on {self.host} ({self.platform}), {self.backend} backend, "
-            f"{device_label(self.device, self.backend)}; what it shows is what was seen there, re-running runs here"
+            f"{device_label(self.device, self.backend, self.gpu)}; "
+            "what it shows is what was seen there, re-running runs here"
         )
 
 
@@ -80,6 +82,7 @@ def save_bundle(session: Session, path: Path, log: typing.Sequence[str] = (), no
                 platform=f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
                 backend=current.settings.options.backend,
                 device=ran.device if ran is not None else "unknown (the run failed)",
+                gpu=ran.gpu if ran is not None else "",
             )
         ),
         "script": {"path": session.path, "text": session.script.text},

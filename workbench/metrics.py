@@ -84,10 +84,13 @@ def rows(fusion: str, result: RunResult) -> list[dict[str, str]]:
 
 
 def _device(a: Artifacts) -> str:
-    """The GPU's name where the cuda backend ran; on the reference backend the name is only
-    the device model the heuristics were sized for, and the cell says so."""
+    """The GPU's name where the cuda backend ran (and the device model that sized its
+    heuristics, where one was named); on the reference backend the name is only the device
+    model the heuristics were sized for, and the cell says so."""
     if a.backend == REFERENCE:
         return device_label(a.device, a.backend)
+    if a.gpu and a.gpu != a.device:
+        return f"{a.gpu} (heuristics sized for device model {a.device})"
     return a.device
 
 

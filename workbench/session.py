@@ -86,12 +86,15 @@ def make_backend(name: str, device_model: str | None = None) -> Backend:
     return factory(device_model)
 
 
-def device_label(device: str, backend: str) -> str:
+def device_label(device: str, backend: str, gpu: str = "") -> str:
     """A run's device as a user should read it. A run records the device its heuristics
     were sized for; on the reference backend no GPU ran anything, so that name is only a
-    device model (the option device_model, or H100 SXM by default), not a GPU found here."""
+    device model (the option device_model, or H100 SXM by default), not a GPU found here.
+    A cuda run sized for a named model ran on `gpu` all the same: both are named."""
     if backend == REFERENCE:
         return f"device model: {device} (no GPU; reference backend)"
+    if gpu and gpu != device:
+        return f"device: {gpu} (heuristics sized for device model {device})"
     return f"device: {device}"
 
 

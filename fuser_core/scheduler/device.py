@@ -123,6 +123,13 @@ def select_device(name: str | None = None) -> DeviceProperties:
     return read_gpu_properties() or H100_SXM
 
 
+def gpu_name(device_id: int = 0) -> str | None:
+    """The name of GPU `device_id` as its driver reports it; None where there is none to
+    read (no CuPy, no GPU). What a cuda run ran on, whatever device model sized it."""
+    props = read_gpu_properties(device_id)
+    return props.name if props is not None else None
+
+
 @functools.cache  # an lru_cache without a bound: one entry per device id
 def read_gpu_properties(device_id: int = 0) -> DeviceProperties | None:
     """The properties of GPU `device_id` through CuPy; None without CuPy, without a GPU,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -246,3 +247,19 @@ def test_the_trace_screen_shows_where_an_element_came_from() -> None:
         await pilot.press("escape")
 
     drive(app, steps)
+
+
+def test_the_banner_of_a_cuda_run_sized_for_a_named_model_names_the_gpu_it_ran_on(tmp_path: Path) -> None:
+    session = Session.open(POW)
+    session.set_shapes(POW_SMALL)
+    session.run()
+    ran = session.current
+    assert ran is not None and ran.artifacts is not None
+    on_gpu = replace(ran.artifacts, backend="cuda", device="NVIDIA H200", gpu="NVIDIA H100 80GB HBM3")
+    settings = replace(ran.settings, options=replace(ran.settings.options, backend="cuda"))
+    session.current = replace(ran, artifacts=on_gpu, settings=settings)
+    bundle = load_bundle(save_bundle(session, tmp_path / "b.fwb.json"))
+    assert "device: NVIDIA H100 80GB HBM3 (heuristics sized for device model NVIDIA H200);" in bundle.banner()
+    assert (bundle.recorded.device, bundle.recorded.gpu) == ("NVIDIA H200", "NVIDIA H100 80GB HBM3")
+    reopened = bundle.session.current
+    assert reopened is not None and reopened.artifacts is not None and reopened.artifacts.gpu == "NVIDIA H100 80GB HBM3"

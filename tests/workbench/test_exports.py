@@ -14,7 +14,7 @@ from workbench.artifacts import stages
 from workbench.graph import segment_graph, write_graph
 from workbench.metrics import COLUMNS, rows, write_csv
 from workbench.report import html_report, json_report
-from workbench.session import RunOptions, Session
+from workbench.session import RunOptions, Session, device_label
 
 EXPECTED_COLUMNS = [
     "fusion",
@@ -243,3 +243,17 @@ def test_export_repro_writes_the_sessions_definition_shapes_and_options(tmp_path
     assert [spec.value for spec in scalars] == list(session.scalars)
     named = export_repro(session, tmp_path, tmp_path / "mine.py")
     assert named == tmp_path / "mine.py" and named.read_text() == text
+
+
+def test_a_cuda_run_sized_for_a_named_model_names_the_gpu_and_the_model(pow_run):
+    # `device` is what sized the heuristics; a cuda run records the GPU it ran on beside it
+    sized = replace(pow_run.artifacts, backend="cuda", device="NVIDIA H200", gpu="NVIDIA H100 80GB HBM3")
+    cell = {r["device"] for r in rows("p.py", replace(pow_run, artifacts=sized))}
+    assert cell == {"NVIDIA H100 80GB HBM3 (heuristics sized for device model NVIDIA H200)"}
+    assert device_label(sized.device, sized.backend, sized.gpu) == (
+        "device: NVIDIA H100 80GB HBM3 (heuristics sized for device model NVIDIA H200)"
+    )
+    own = replace(sized, device="NVIDIA H100 80GB HBM3")
+    assert {r["device"] for r in rows("p.py", replace(pow_run, artifacts=own))} == {"NVIDIA H100 80GB HBM3"}
+    assert device_label(own.device, own.backend, own.gpu) == "device: NVIDIA H100 80GB HBM3"
+    assert pow_run.artifacts.gpu == ""  # no GPU ran the reference run

@@ -246,7 +246,7 @@ def run_view(result: RunResult, cuda_problem: str | None) -> RenderableType:
     parts: list[RenderableType] = [
         Text(f"run {result.index + 1}: {result.settings.describe()}"),
         Text(
-            f"{device_label(a.device, a.backend)}   backend: {a.backend}   "
+            f"{device_label(a.device, a.backend, a.gpu)}   backend: {a.backend}   "
             f"wall time of the run: {format_seconds(a.wall_seconds)}"
         ),
         heading("Kernels: time, bandwidth, fraction of peak, estimate"),

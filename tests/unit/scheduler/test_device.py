@@ -21,6 +21,7 @@ from fuser_core.scheduler.device import (
     NAMED_SOURCE,
     DeviceProperties,
     dram_bandwidth_gbps,
+    gpu_name,
     read_gpu_properties,
     select_device,
 )
@@ -148,6 +149,17 @@ def test_without_cupy_nothing_is_read_and_h100_sxm_is_chosen(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # `import cupy` raises ImportError
     assert read_gpu_properties() is None
     assert select_device() is H100_SXM
+
+
+def test_the_gpu_name_is_the_gpus_whatever_model_sizes_the_heuristics(monkeypatch):
+    install_cupy(monkeypatch, lambda device_id: GPU_PROPS)
+    assert select_device("h200") is H200
+    assert gpu_name() == "NVIDIA Test GPU"
+
+
+def test_without_a_gpu_there_is_no_gpu_name(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    assert gpu_name() is None
 
 
 def test_a_cuda_error_reads_as_no_gpu(monkeypatch):
