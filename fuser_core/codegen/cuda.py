@@ -213,7 +213,7 @@ class _Printer:
         # in flight, and unrolling the steps too would hold every step's loads at once
         # (cross-entropy's two steps: 40 -> 52 registers, two blocks an SM, not three).
         stepping = loop.kind == k.LoopKind.serial and constant and _around_unrolled(loop)
-        if loop.kind in (k.LoopKind.unroll, k.LoopKind.vectorize) or (
+        if loop.kind in (k.LoopKind.unroll, k.LoopKind.group, k.LoopKind.vectorize) or (
             loop.kind == k.LoopKind.serial and constant and (not stepping or self._indexes_registers(loop))
         ):
             # Register arrays stay in registers only when every index is a constant.
@@ -283,6 +283,21 @@ class _Printer:
             return
         (buffer,) = stmt.buffers
         if stmt.joined:  # reduced by the next block reduction's call (paired)
+            return
+        if stmt.paired is not None and stmt.grouped:  # a group loop's rows, both sums at once
+            other, other_at = stmt.paired.buffers[0], expr(stmt.paired.index)
+            self.emit(
+                depth,
+                f"blockReduceGroup<{threads}, {stmt.count}, true, {stmt.warps}>(&{other}[{other_at}], &{buffer}[{at}], "
+                f"{stmt.workspace[0]}, {_op(stmt.paired)}, {_op(stmt)});",
+            )
+            return
+        if stmt.grouped and stmt.thread_dims and not stmt.block_dims:
+            self.emit(
+                depth,
+                f"blockReduceGroup<{threads}, {stmt.count}, false, {stmt.warps}>(&{buffer}[{at}], &{buffer}[{at}], "
+                f"{stmt.workspace[0]}, {_op(stmt)}, {_op(stmt)});",
+            )
             return
         if stmt.paired is not None:
             other, other_at = stmt.paired.buffers[0], expr(stmt.paired.index)
@@ -385,7 +400,7 @@ def kernel_signature(kernel: k.Kernel) -> str:
 def _around_unrolled(loop: k.For) -> bool:
     return any(
         isinstance(s, k.For)
-        and s.kind == k.LoopKind.unroll
+        and s.kind in (k.LoopKind.unroll, k.LoopKind.group)
         and s.hardware is None
         and isinstance(s.extent, k.Const)
         and int(s.extent.value) > 1

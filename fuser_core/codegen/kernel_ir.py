@@ -107,6 +107,7 @@ class Read(Node):
 class LoopKind(enum.Enum):
     serial = "serial"
     unroll = "unroll"  # fully unrolled (`#pragma unroll`)
+    group = "group"  # unrolled; its block reductions reduce all iterations at once (lower/row_groups.py)
     unswitch = "unswitch"
     vectorize = "vectorize"  # lanes of one vector access, unrolled where not one access
     block = "block"  # bound to blockIdx.*: no loop, one block per index
@@ -223,6 +224,10 @@ class ParallelReduce(Stmt):
     # the dump, and prints nothing); the later one names it as `paired` and prints both.
     joined: bool = False
     paired: ParallelReduce | None = None
+    # The rows of a group loop (LoopKind.group), `count` elements reduced in one round of
+    # barriers (lower/row_groups.py), not one block reduction per element.
+    grouped: bool = False
+    warps: int = 0  # blockDim.x / 32 where the launch fixes it (a grouped reduction's template), else 0
 
 
 # -- the kernel -----------------------------------------------------------------------
@@ -460,6 +465,8 @@ def _stmts(stmts: list[Stmt], depth: int, lines: list[str]) -> None:
                 last += " (reduced with the next block reduction)"
             elif stmt.paired is not None:
                 last += f" (together with {stmt.paired.buffers[0]})"
+            if stmt.grouped:
+                last += " (a group loop's rows at once)"
             lines.append(f"{pad}{kind} REDUCE {stmt.op} {', '.join(stmt.buffers)}{span} over {where}{last}")
         else:
             raise TypeError(f"unknown kernel IR statement {stmt!r}")

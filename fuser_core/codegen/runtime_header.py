@@ -528,6 +528,76 @@ __device__ __forceinline__ void blockReducePair(T& a, T& b, T* scratch, OpA op_a
   b = blockReduce<RX, RY, RZ>(b, scratch, op_b);
 }
 
+// COUNT elements of `a` (and of `b`, when B) reduced at once, each as blockReduce reduces
+// one (the same shuffles, the same tree): the rows of a group loop (ParallelType Group),
+// whose warps' results all go through shared memory in one round of barriers. Along
+// threadIdx.x alone, in warps that lie inside one group; elsewhere one after the other.
+// WARPS: blockDim.x / 32 where the launch fixes it (a power of two: the general paths
+// compile away, with the registers they would hold), else 0. `scratch` holds one element
+// per thread of the block (2 * COUNT * warps <= threads).
+template <bool RX, bool RY, bool RZ, int COUNT, bool B, int WARPS, typename T, typename OpA, typename OpB>
+__device__ __forceinline__ void blockReduceGroup(T* a, T* b, T* scratch, OpA op_a, OpB op_b) {
+  constexpr bool fixed = RX && !RY && !RZ && WARPS > 0 && (WARPS & (WARPS - 1)) == 0;
+  if (fixed || (RX && !RY && !RZ && (blockDim.x & 31) == 0)) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+#pragma unroll
+      for (int c = 0; c < COUNT; ++c) {
+        a[c] = op_a(a[c], fuser_shfl_xor(a[c], offset));
+        if (B) b[c] = op_b(b[c], fuser_shfl_xor(b[c], offset));
+      }
+    }
+    const unsigned warps = fixed ? WARPS : blockDim.x >> 5;
+    if (warps == 1) return;
+    const unsigned values = B ? 2 * COUNT : COUNT;
+    const unsigned base = values * (threadIdx.y * warps + threadIdx.z * blockDim.y * warps);
+    __syncthreads();  // the previous reduction's readers are done with scratch
+    if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+      for (int c = 0; c < COUNT; ++c) {
+        scratch[base + c * warps + (threadIdx.x >> 5)] = a[c];
+        if (B) scratch[base + (COUNT + c) * warps + (threadIdx.x >> 5)] = b[c];
+      }
+    }
+    __syncthreads();
+    if (fixed || (warps & (warps - 1)) == 0) {  // as in blockReduce: loads across lanes, then shuffles
+      const unsigned warp = threadIdx.x & (warps - 1);  // the warp whose results this lane reads
+#pragma unroll
+      for (int c = 0; c < COUNT; ++c) {
+        T ra = scratch[base + c * warps + warp];
+        T rb = B ? scratch[base + (COUNT + c) * warps + warp] : ra;
+#pragma unroll
+        for (unsigned offset = 16; offset > 0; offset >>= 1) {
+          if (offset < warps) {
+            ra = op_a(ra, fuser_shfl_xor(ra, offset));
+            if (B) rb = op_b(rb, fuser_shfl_xor(rb, offset));
+          }
+        }
+        a[c] = ra;
+        if (B) b[c] = rb;
+      }
+      return;
+    }
+#pragma unroll
+    for (int c = 0; c < COUNT; ++c) {
+      T ra = scratch[base + c * warps];
+      T rb = B ? scratch[base + (COUNT + c) * warps] : ra;
+      for (unsigned w = 1; w < warps; ++w) {
+        ra = op_a(ra, scratch[base + c * warps + w]);
+        if (B) rb = op_b(rb, scratch[base + (COUNT + c) * warps + w]);
+      }
+      a[c] = ra;
+      if (B) b[c] = rb;
+    }
+    return;
+  }
+#pragma unroll
+  for (int c = 0; c < COUNT; ++c) {
+    a[c] = blockReduce<RX, RY, RZ>(a[c], scratch, op_a);
+    if (B) b[c] = blockReduce<RX, RY, RZ>(b[c], scratch, op_b);
+  }
+}
+
 // Welford's (avg, M2, N) partials combined across blocks, in the last block (Chan's rule).
 template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename N>
 __device__ __forceinline__ void gridWelfordCombine(T* avg, T* m2, N* n, const T* w_avg, const T* w_m2, const N* w_n) {

@@ -37,6 +37,9 @@ class ParallelType(enum.Enum):
     Vectorize = "V"
     Unroll = "UR"
     Unswitch = "US"
+    # Unrolled, and the block reductions inside run once for all its iterations (nvFuser's
+    # ParallelType::Group): several rows of a block's loop reduce in one round of barriers.
+    Group = "G"
 
 
 class IterDomain(Val):

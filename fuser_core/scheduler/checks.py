@@ -3,9 +3,9 @@ reduction signatures, persistence, and whether propagation reaches every tensor.
 
 from __future__ import annotations
 
-from fuser_core.ir.elementwise import UnaryOp
+from fuser_core.ir.elementwise import ElementwiseOp, UnaryOp
 from fuser_core.ir.op_types import UnaryOpType
-from fuser_core.ir.tensor_exprs import downstream_uses
+from fuser_core.ir.tensor_exprs import BroadcastOp, ExpandOp, downstream_uses
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler.base import RejectCategory, Rejection, SchedulerType, reject
 from fuser_core.scheduler.group_view import GroupView
@@ -165,11 +165,14 @@ def persistent_buffers(group: GroupView) -> list[TensorView]:
     return group.memo("buffers", lambda: _buffers(group))
 
 
-def projected_buffers(group: GroupView) -> list[TensorView]:
+def projected_buffers(group: GroupView, through_pointwise: bool = False) -> list[TensorView]:
     """The persistent buffers with each one that is a cast of a narrower group input (a
     bf16 row cast to float) replaced by that input: holding the input and casting it again
     where the buffer is read keeps half the bytes (nvFuser's projection of persistent
-    buffers to inputs). The same list where nothing projects."""
+    buffers to inputs). With `through_pointwise`, also a buffer computed by pointwise ops
+    from row inputs of fewer bytes an element and from broadcast ones (layer norm
+    backward's (float(x) - mean) * rstd: x, as bf16; mean and rstd are per row), which is
+    then computed again where read. The same list where nothing projects."""
     inputs = {id(tv) for tv in group.inputs}
     projected: list[TensorView] = []
     for tv in persistent_buffers(group):
@@ -178,10 +181,42 @@ def projected_buffers(group: GroupView) -> list[TensorView]:
             if source.definition.op_type != UnaryOpType.Cast or not isinstance(source.definition.inputs[0], TensorView):
                 break
             source = source.definition.inputs[0]
-        held = source if id(source) in inputs and source.dtype.itemsize < tv.dtype.itemsize else tv
-        if all(held is not other for other in projected):
-            projected.append(held)
+        held = [source] if id(source) in inputs and source.dtype.itemsize < tv.dtype.itemsize else [tv]
+        if held == [tv] and through_pointwise:
+            rows = _row_sources(tv, inputs)
+            if rows and sum(r.dtype.itemsize for r in rows) < tv.dtype.itemsize:
+                held = rows
+        for one in held:
+            if all(one is not other for other in projected):
+                projected.append(one)
     return projected
+
+
+def _row_sources(tv: TensorView, inputs: set[int]) -> list[TensorView] | None:
+    """The group inputs `tv` is computed from by pointwise ops alone, without those reached
+    through a broadcast (per-row or per-column values); None where another op (a
+    reduction, a random number, a reshape) computes it."""
+    rows: list[TensorView] = []
+    stack: list[tuple[TensorView, bool]] = [(tv, False)]
+    seen: set[tuple[int, bool]] = set()
+    while stack:
+        current, broadcast = stack.pop()
+        if (id(current), broadcast) in seen:
+            continue
+        seen.add((id(current), broadcast))
+        if id(current) in inputs:
+            if not broadcast and all(current is not r for r in rows):
+                rows.append(current)
+            continue
+        expr = current.definition
+        if isinstance(expr, ElementwiseOp):
+            behind = broadcast
+        elif isinstance(expr, BroadcastOp | ExpandOp):
+            behind = True
+        else:
+            return None
+        stack.extend((i, behind) for i in expr.inputs if isinstance(i, TensorView))
+    return rows
 
 
 class _Reads:

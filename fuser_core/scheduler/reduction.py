@@ -110,13 +110,16 @@ class ReductionParams(HeuristicParams):
     # Inner-outer persistent only (0 elsewhere): blocks along the rows, each looping over
     # its share of them serially while its column sums accumulate (inner_outer).
     row_blocks: int = 0
+    # Rows of a block's loop (inner_outer) held and reduced together: one round of barriers
+    # for the group's block reductions (ParallelType.Group; codegen/lower/row_groups.py).
+    row_group: int = 1
 
     def shown(self) -> list[tuple[str, object]]:
         """Every parameter; the inner persistent ones only for an inner persistent kernel,
         the row blocks only for an inner-outer one."""
         shown = super().shown()
         if not self.row_blocks:
-            shown = [(name, value) for name, value in shown if name != "row_blocks"]
+            shown = [(name, value) for name, value in shown if name not in ("row_blocks", "row_group")]
         if self.padded_threads:
             return shown
         return [(name, value) for name, value in shown if name not in _INNER_PERSISTENT_ONLY]
@@ -202,12 +205,19 @@ class ReductionScheduler:
         return None
 
     def heuristics(
-        self, group: GroupView, info: RuntimeInfo, accumulators: int = 0, most_blocks: bool = True
+        self,
+        group: GroupView,
+        info: RuntimeInfo,
+        accumulators: int = 0,
+        most_blocks: bool = True,
+        row_group: int = 1,
     ) -> ReductionParams:
         """`accumulators`: bytes a thread holds per element of its row besides the row's
         own (an inner-outer kernel's column sums); `most_blocks`: a persistent split takes
-        the blocks per SM its registers allow (persistent_budget.with_most_blocks)."""
-        return self._params(group, info, None, accumulators, most_blocks)
+        the blocks per SM its registers allow (persistent_budget.with_most_blocks);
+        `row_group`: rows a thread holds at once (an inner-outer kernel's grouped rows),
+        their buffers projected to the inputs where they can be."""
+        return self._params(group, info, None, accumulators, most_blocks, row_group)
 
     def with_grid_split(self, group: GroupView, info: RuntimeInfo, grid: int) -> ReductionParams:
         """The non-persistent schedule of `group` with `grid` blocks along the reduction
@@ -216,7 +226,13 @@ class ReductionScheduler:
         return ReductionScheduler()._params(group, info, grid)
 
     def _params(
-        self, group: GroupView, info: RuntimeInfo, grid: int | None, accumulators: int = 0, most_blocks: bool = True
+        self,
+        group: GroupView,
+        info: RuntimeInfo,
+        grid: int | None,
+        accumulators: int = 0,
+        most_blocks: bool = True,
+        row_group: int = 1,
     ) -> ReductionParams:
         reference = group.reduction_tvs()[0]
         inner = is_inner_reduction(group, reference)
@@ -229,7 +245,7 @@ class ReductionScheduler:
             grid = 1  # a row re-read after its reduction needs the whole row's result in its block
         if inner and self.persistent:
             return _inner_persistent_params(
-                group, info, reference, rows, length, vectorize, accumulators, most_blocks=most_blocks
+                group, info, reference, rows, length, vectorize, accumulators, most_blocks, row_group
             )
         if inner:
             return self._inner_params(group, info, reference, rows, length, vectorize, grid)
@@ -364,6 +380,7 @@ def _inner_persistent_params(
     vec: int,
     accumulators: int = 0,
     most_blocks: bool = True,
+    row_group: int = 1,
 ) -> ReductionParams:
     """The persistent batch, threads and rows per block against the register budget
     (persistent_budget.choose_split); where the buffers would spill out of registers but a
@@ -372,10 +389,12 @@ def _inner_persistent_params(
     lanes = -(-length // vec)
     per_row_inputs = _per_row_inputs(group, ref)
     buffers = persistent_buffers(group)
-    held = _register_bytes_per_element(group, ref, per_row_inputs, buffers) + accumulators
-    per_row = sum(-(-tv.dtype.itemsize // 4) for tv in per_row_inputs)  # registers, whatever the batch
+    if row_group > 1:  # several rows at once: each row's buffers as the inputs they are computed from
+        buffers = projected_buffers(group, through_pointwise=True)
+    held = row_group * _register_bytes_per_element(group, ref, per_row_inputs, buffers) + accumulators
+    per_row = row_group * sum(-(-tv.dtype.itemsize // 4) for tv in per_row_inputs)  # registers, whatever the batch
     split = choose_split(lanes, rows, held * vec, has_exp(group), info.device, row_registers=per_row)
-    row_bytes = _buffer_bytes_per_row(group, info)
+    row_bytes = _buffer_bytes_per_row(group, info, buffers if row_group > 1 else None)
     # A buffer that is an input as read (float logits, no cast) would be its vector-loaded
     # copy in shared memory, which codegen does not make yet: such rows stay in registers.
     inputs = {id(tv) for tv in group.inputs}
@@ -407,7 +426,7 @@ def _inner_persistent_params(
     # norm of bf16 rows of 4096 and 8192). A row in shared memory stays there (layer norm
     # at 32768 measured 6% faster projected: not taken, not measured further).
     projected = projected_buffers(group)
-    projecting = projected != buffers and split.blocks_per_sm <= 1 and not in_shared
+    projecting = projected != buffers and split.blocks_per_sm <= 1 and not in_shared and row_group == 1
     if projecting:
         held = _register_bytes_per_element(group, ref, per_row_inputs, projected) + accumulators
         split = choose_split(lanes, rows, held * vec, has_exp(group), info.device, row_registers=per_row)
@@ -426,7 +445,8 @@ def _inner_persistent_params(
         fits_in_registers=split.spare_registers >= REGISTER_OVERHEAD,
         welford_translated=bool(translatable_in(group.exprs, group.outputs)),
         kept_results=tuple(tv.name for tv in kept),
-        buffers_projected_to_inputs=projecting,
+        buffers_projected_to_inputs=projecting or (row_group > 1 and buffers != persistent_buffers(group)),
+        row_group=row_group,
     )  # fmt: skip
 
 
@@ -613,7 +633,13 @@ def _replay_root(dim: IterDomain) -> IterDomain:
 
 
 def _is_serial(kind: ParallelType) -> bool:
-    return kind in (ParallelType.Serial, ParallelType.Unroll, ParallelType.Unswitch, ParallelType.Vectorize)
+    return kind in (
+        ParallelType.Serial,
+        ParallelType.Unroll,
+        ParallelType.Unswitch,
+        ParallelType.Vectorize,
+        ParallelType.Group,
+    )
 
 
 def _reduction_tensor(tv: TensorView) -> TensorView:
@@ -653,7 +679,11 @@ def _inner_loops(tv: TensorView, params: ReductionParams, has_iteration: bool) -
         tv.split(1, params.threads_iteration)
         tv.parallelize(0, ParallelType.BIDx)
         tv.parallelize(2, ParallelType.TIDy)
-        return 3
+        if params.row_group == 1:
+            return 3
+        tv.split(1, params.row_group)  # [BIDx, rows / G, G, TIDy]: G rows reduced at once
+        tv.parallelize(2, ParallelType.Group)
+        return 4
     tv.split(0, params.threads_iteration)
     tv.parallelize(0, ParallelType.BIDx)
     tv.parallelize(1, ParallelType.TIDy)

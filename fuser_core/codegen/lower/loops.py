@@ -21,7 +21,7 @@ from fuser_core.ir.iter_domain import IterDomain, ParallelType, Resize
 from fuser_core.ir.tensor_exprs import ReductionOp, WelfordOp
 from fuser_core.ir.tensor_view import TensorView, tensors_of, transforms_between
 
-SERIAL_TYPES = (ParallelType.Serial, ParallelType.Unroll)
+SERIAL_TYPES = (ParallelType.Serial, ParallelType.Unroll, ParallelType.Group)
 
 
 class Loops(Arguments):

@@ -10,6 +10,7 @@ from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.fast_division import use_fast_division
 from fuser_core.codegen.lower.grid_groups import group_block_reductions, group_grid_reductions
 from fuser_core.codegen.lower.model import HARDWARE, concrete, loop_var
+from fuser_core.codegen.lower.row_groups import group_loop_reductions
 from fuser_core.codegen.lower.sibling_nests import merge_sibling_nests
 from fuser_core.codegen.lower.stores import Stores
 from fuser_core.codegen.simplify import const_value, index_bounds
@@ -100,6 +101,7 @@ class Lowering(Stores):
         max_threads = self._max_threads() if self.reduce_scratch else 0
         min_blocks = self._min_blocks() if self.reduce_scratch else 0
         merge_sibling_nests(self.body, {t.name for t in self.tensor_args} | {w.name for w in self.workspaces})
+        group_loop_reductions(self.body, self.launch)
         # Last: every check above reads plain `/` and `%`.
         divisors = use_fast_division(self.body) if self.index_type == DataType.Int32 else []
         tensors = [

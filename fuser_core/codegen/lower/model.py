@@ -27,6 +27,7 @@ THREADS = (ParallelType.TIDx, ParallelType.TIDy, ParallelType.TIDz)
 LOOP_KIND = {
     ParallelType.Serial: k.LoopKind.serial,
     ParallelType.Unroll: k.LoopKind.unroll,
+    ParallelType.Group: k.LoopKind.group,
     ParallelType.Unswitch: k.LoopKind.unswitch,
     ParallelType.Vectorize: k.LoopKind.vectorize,
 }

@@ -35,7 +35,7 @@ from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.simplify import const_value
 
 _ONCE = (k.LoopKind.block, k.LoopKind.thread)
-_ITERATING = (k.LoopKind.serial, k.LoopKind.unroll)
+_ITERATING = (k.LoopKind.serial, k.LoopKind.unroll, k.LoopKind.group)
 
 
 def merge_sibling_nests(body: list[k.Stmt], globals_: set[str]) -> None:

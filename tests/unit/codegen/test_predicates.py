@@ -18,15 +18,17 @@ def _conditions(cuda: str) -> list[str]:
 
 def test_layer_norm_backward_checks_each_row_once_and_no_column():
     """The inner-outer kernel's rows: blocks take ceilDiv(N, blocks) rows each and the last
-    ones run past N (checked); the split of a block's rows by threadIdx.y (1) and the row's
-    split by the vector width (8 divides 1024) cannot run past (not checked). 2,000 rows
-    over 264 blocks leave most of the last blocks' rows out of range."""
+    ones run past N (checked); a block's rows grouped in twos (row_group) may run past its
+    share by one, an odd one (checked, against that share); the split by threadIdx.y (1)
+    and the row's split by the vector width (8 divides 1024) cannot run past (not
+    checked). 2,000 rows over 264 blocks leave most of the last blocks' rows out of range."""
     script = (SAMPLES_DIR / "layer_norm_bwd.py").read_text().replace("16384", "2000").replace("4096", "1024")
     cuda, runtime, inputs = kernel_text(script)
     conditions = _conditions(cuda)
     row_checks = [c for c in conditions if re.search(r"\) < T[0-3]\.logical_size\[0\]\)*$", c)]
     assert row_checks
-    assert not any(re.search(r"< ceilDiv\(T\d\.logical_size\[0\]", c) for c in conditions)
+    shares = [c for c in conditions if re.search(r"< ceilDiv\(T\d\.logical_size\[0\]", c)]
+    assert shares and all(re.search(r"\(\(i\d+ \* 2\) \+ i\d+\) \+ i\d+\) < ceilDiv", c) for c in shares)
     assert not any(re.search(r"\* 8\) < T\d\.logical_size\[1\]", c) for c in conditions)
     assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
 

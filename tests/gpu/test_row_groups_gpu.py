@@ -1,0 +1,51 @@
+"""Rows of an inner-outer kernel grouped in twos (row_groups.py) on the GPU, against the
+reference backend on random data: the block reduction of a group's rows in one call at a
+power-of-two number of warps fixed by the launch (1024 and 4096 wide), at 3, 6 and 10 warps
+(the general path), with an odd share of rows per block, and with one row sum (RMS norm
+backward) as well as two (layer norm backward)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fuser_core import load_repro, use_options
+
+pytestmark = pytest.mark.gpu
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "codegen"))
+from test_cuda_backend import _compare, _host, _to_device  # noqa: E402
+from test_row_groups import RMS_NORM_BACKWARD, _layer_norm_backward  # noqa: E402
+
+CASES = {
+    "layer_norm_bwd_2001x1024": lambda: _layer_norm_backward(2001, 1024),
+    "layer_norm_bwd_8192x1536": lambda: _layer_norm_backward(8192, 1536),
+    "layer_norm_bwd_4001x768": lambda: _layer_norm_backward(4001, 768),
+    "layer_norm_bwd_3000x2560": lambda: _layer_norm_backward(3000, 2560),
+    "layer_norm_bwd_16384x4096": lambda: _layer_norm_backward(16384, 4096),
+    "rms_norm_bwd_1999x1024": lambda: RMS_NORM_BACKWARD.format(
+        rows=1999, hidden=1024, dtype="BFloat16", torch_dtype="bfloat16"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_grouped_rows_on_the_gpu_match_the_reference(name):
+    (loaded,) = load_repro(CASES[name]()).definitions
+    inputs = loaded.materialize_inputs(seed=5)
+    fd = loaded.fd
+    with use_options(backend="reference"):
+        expected = fd.execute(inputs)
+    for _ in range(2):  # the column sums' grid reduction leaves its semaphores zeroed
+        with use_options(backend="cuda"):
+            got = fd.execute([_to_device(x) if isinstance(x, np.ndarray) else x for x in inputs])
+        runtime = fd.executor_cache.last_runtime
+        assert runtime.backend_name == "cuda"
+        (group,) = runtime.segmented.groups
+        assert group.params.row_group == 2, name
+        for g, e, tv in zip(got, expected, fd.fusion.outputs, strict=True):
+            _compare(_host(g, tv.dtype), e, f"{name} T{tv.name}", tv.dtype)

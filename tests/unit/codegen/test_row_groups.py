@@ -1,0 +1,176 @@
+"""Rows of an inner-outer kernel grouped in twos (ReductionParams.row_group, ParallelType
+Group): their buffers held as the 16-bit inputs they are computed from, their block
+reductions in one call (codegen/lower/row_groups.py), every kernel checked on the
+kernel-IR interpreter against the reference."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from kernels_check import SAMPLES_DIR, check_generated_kernels, runtime_and_inputs
+
+from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.lower import lower_group
+from fuser_core.codegen.lower.row_groups import group_loop_reductions
+from fuser_core.ir.dtype import DataType
+from fuser_core.runtime.group_lowering import generates_kernel, index_dtype
+
+IDX = DataType.Int32
+F32 = DataType.Float
+
+RMS_NORM_BACKWARD = """
+import torch
+from nvfuser import FusionDefinition, DataType
+def rms_bwd(fd : FusionDefinition) -> None :
+    T0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.{dtype}, is_cpu=False)
+    T1 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.{dtype}, is_cpu=False)
+    T2 = fd.define_tensor(shape=[-1, 1], contiguity=[True, None], dtype=DataType.Float, is_cpu=False)
+    T3 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.{dtype}, is_cpu=False)
+    T4 = fd.ops.cast(T0, dtype=DataType.Float)
+    T5 = fd.ops.cast(T1, dtype=DataType.Float)
+    T6 = fd.ops.broadcast_in_dim(T2, shape=[{rows}, {hidden}], broadcast_dims=[0, 1])
+    T7 = fd.ops.broadcast_in_dim(T3, shape=[{rows}, {hidden}], broadcast_dims=[1])
+    T8 = fd.ops.cast(T7, dtype=DataType.Float)
+    T9 = fd.ops.mul(T4, T8)
+    T10 = fd.ops.mul(T5, T6)
+    T11 = fd.ops.mul(T9, T10)
+    T12 = fd.ops.sum(T11, dims=[1], keepdim=False, dtype=DataType.Null)
+    T13 = fd.ops.broadcast_in_dim(T12, shape=[{rows}, {hidden}], broadcast_dims=[0])
+    T14 = fd.ops.mul(T10, T13)
+    S15 = fd.define_scalar({hidden}.0, dtype=DataType.Double)
+    T16 = fd.ops.div(T14, S15)
+    T17 = fd.ops.sub(T9, T16)
+    T18 = fd.ops.mul(T6, T17)
+    T19 = fd.ops.cast(T18, dtype=DataType.{dtype})
+    T20 = fd.ops.mul(T4, T10)
+    T21 = fd.ops.sum(T20, dims=[0], keepdim=False, dtype=DataType.Null)
+    T22 = fd.ops.cast(T21, dtype=DataType.{dtype})
+    fd.add_output(T19)
+    fd.add_output(T22)
+
+inputs = [
+    torch.randn({rows}, {hidden}, dtype=torch.{torch_dtype}, device="cuda"),
+    torch.randn({rows}, {hidden}, dtype=torch.{torch_dtype}, device="cuda"),
+    torch.rand({rows}, 1, dtype=torch.float32, device="cuda"),
+    torch.randn({hidden}, dtype=torch.{torch_dtype}, device="cuda"),
+]
+"""
+
+
+def _layer_norm_backward(rows: int, hidden: int, dtype: str = "BFloat16") -> str:
+    text = (SAMPLES_DIR / "layer_norm_bwd.py").read_text().replace("16384", str(rows)).replace("4096", str(hidden))
+    if dtype == "Float":
+        text = text.replace("DataType.BFloat16", "DataType.Float").replace("torch.bfloat16", "torch.float32")
+    return text
+
+
+def _only_kernel(script: str) -> tuple[object, k.Kernel, object, list[object]]:
+    runtime, inputs = runtime_and_inputs(script)
+    (group,) = [g for g in runtime.segmented.groups if generates_kernel(g)]
+    kernel = lower_group(group.fusion, "k", index_dtype(runtime.signature.index_type))
+    return group, kernel, runtime, inputs
+
+
+def _grouped_reductions(kernel: k.Kernel) -> list[k.ParallelReduce]:
+    return [s for s in k.walk(kernel.body) if isinstance(s, k.ParallelReduce) and s.grouped]
+
+
+def test_layer_norm_backward_holds_two_rows_as_bf16_and_reduces_their_four_sums_at_once():
+    # 2,001 rows over the blocks: an odd share in some blocks, whose second row of a group
+    # lies past it (the group's own check), and rows past N in the last blocks.
+    group, kernel, runtime, inputs = _only_kernel(_layer_norm_backward(2001, 1024))
+    params = group.params
+    assert (params.row_group, params.buffers_projected_to_inputs) == (2, True)
+    assert params.buffers == (1,)  # x, as the bf16 input; x_hat computed again where read
+    (joined, paired) = [s for s in k.walk(kernel.body) if isinstance(s, k.ParallelReduce) and not s.block_dims][:2]
+    assert joined.joined and paired.paired is joined
+    assert _grouped_reductions(kernel) == [joined, paired]
+    assert (joined.count, paired.count, paired.warps) == (2, 2, 4)  # 128 threads: 1024 / 8
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+def test_rms_norm_backward_groups_its_one_row_sum():
+    script = RMS_NORM_BACKWARD.format(rows=1999, hidden=1024, dtype="BFloat16", torch_dtype="bfloat16")
+    group, kernel, runtime, inputs = _only_kernel(script)
+    assert group.params.row_group == 2
+    (grouped,) = _grouped_reductions(kernel)
+    assert grouped.paired is None and not grouped.joined and grouped.count == 2
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+def test_float_rows_are_not_grouped():
+    # x_hat as float takes the bytes of float x: nothing to project, so two rows would hold twice.
+    group, kernel, runtime, inputs = _only_kernel(_layer_norm_backward(2000, 512, "Float"))
+    assert group.params.row_group == 1
+    assert _grouped_reductions(kernel) == []
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+# -- the pass on hand-built kernel IR ---------------------------------------------------------
+
+
+def _row_loop(body: list[k.Stmt]) -> k.For:
+    return k.For(k.Var(IDX, "g"), k.Const(IDX, 2), k.LoopKind.group, body, label="iG0{2}")
+
+
+def _reduce(buffer: str) -> k.ParallelReduce:
+    return k.ParallelReduce("add", (buffer,), k.Const(IDX, 0), (F32,), ("threadIdx.x",), workspace=("scratch",))
+
+
+def _launch(threads: int) -> list[k.LaunchDim]:
+    return [k.LaunchDim("threadIdx.x", k.Const(IDX, threads))]
+
+
+def test_the_loop_splits_at_its_reduction_and_its_arrays_grow_by_the_group():
+    g = k.Var(IDX, "g")
+    red = _reduce("s")
+    loop = _row_loop(
+        [
+            k.Alloc("s", F32, 1, k.Memory.local, init=k.Const(F32, 0)),
+            k.Store("s", k.Const(IDX, 0), k.Read(F32, "x", g)),
+            red,
+            k.Store("out", g, k.Read(F32, "s", k.Const(IDX, 0))),
+        ]
+    )
+    body: list[k.Stmt] = [loop]
+    group_loop_reductions(body, _launch(256))
+    (alloc, first, reduce, second) = body
+    assert isinstance(alloc, k.Alloc) and alloc.size == 2
+    assert isinstance(first, k.For) and isinstance(second, k.For) and first.kind == second.kind == k.LoopKind.group
+    assert reduce is red and (red.count, red.grouped, red.warps) == (2, True, 8)
+    (store,) = first.body
+    assert isinstance(store, k.Store) and k.expr_text(store.index) == "g"
+    (write,) = second.body
+    assert isinstance(write, k.Store) and k.expr_text(write.value.index) == "g"  # type: ignore[attr-defined]
+
+
+def test_a_loop_whose_scalar_crosses_the_reduction_is_left_as_it_is():
+    g = k.Var(IDX, "g")
+    v = k.Var(F32, "v")
+    loop = _row_loop(
+        [
+            k.Alloc("s", F32, 1, k.Memory.local, init=k.Const(F32, 0)),
+            k.Define(v, k.Read(F32, "x", g)),
+            k.Store("s", k.Const(IDX, 0), v),
+            _reduce("s"),
+            k.Store("out", g, k.Bin(F32, "+", k.Read(F32, "s", k.Const(IDX, 0)), v)),
+        ]
+    )
+    body: list[k.Stmt] = [loop]
+    group_loop_reductions(body, _launch(256))
+    assert body == [loop] and not any(isinstance(s, k.ParallelReduce) and s.grouped for s in k.walk(body))
+
+
+def test_a_launch_without_a_fixed_block_leaves_the_warps_to_the_kernel():
+    loop = _row_loop(
+        [
+            k.Alloc("s", F32, 1, k.Memory.local, init=k.Const(F32, 0)),
+            _reduce("s"),
+        ]
+    )
+    body: list[k.Stmt] = [loop]
+    group_loop_reductions(body, [k.LaunchDim("threadIdx.x", k.TensorField(IDX, "T0", "logical_size", 1))])
+    (red,) = [s for s in k.walk(body) if isinstance(s, k.ParallelReduce)]
+    assert (red.grouped, red.warps) == (True, 0)
