@@ -284,19 +284,13 @@ class _Printer:
         (buffer,) = stmt.buffers
         if stmt.joined:  # reduced by the next block reduction's call (paired)
             return
-        if stmt.paired is not None and stmt.grouped:  # a group loop's rows, both sums at once
-            other, other_at = stmt.paired.buffers[0], expr(stmt.paired.index)
+        if stmt.grouped:  # a group loop's rows at once (row_groups.py); with the paired sums too
+            first = stmt.paired if stmt.paired is not None else stmt
+            pair = "true" if stmt.paired is not None else "false"
             self.emit(
                 depth,
-                f"blockReduceGroup<{threads}, {stmt.count}, true, {stmt.warps}>(&{other}[{other_at}], &{buffer}[{at}], "
-                f"{stmt.workspace[0]}, {_op(stmt.paired)}, {_op(stmt)});",
-            )
-            return
-        if stmt.grouped and stmt.thread_dims and not stmt.block_dims:
-            self.emit(
-                depth,
-                f"blockReduceGroup<{threads}, {stmt.count}, false, {stmt.warps}>(&{buffer}[{at}], &{buffer}[{at}], "
-                f"{stmt.workspace[0]}, {_op(stmt)}, {_op(stmt)});",
+                f"blockReduceGroup<{threads}, {stmt.count}, {pair}, {stmt.warps}>(&{first.buffers[0]}"
+                f"[{expr(first.index)}], &{buffer}[{at}], {stmt.workspace[0]}, {_op(first)}, {_op(stmt)});",
             )
             return
         if stmt.paired is not None:
