@@ -109,6 +109,8 @@ def _grouped_rows(
     two rows held as float spilled (246.6 us) or halved the blocks (218.8)."""
     if projected_buffers(inner_view, through_pointwise=True) == persistent_buffers(inner_view):
         return None
+    if single.buffer_in_shared_memory or not _reductions_reduce_together(inner_view):
+        return None
     grouped = InnerPersistentScheduler().heuristics(
         inner_view, info, accumulators=accumulators, most_blocks=False, row_group=ROW_GROUP
     )
@@ -117,9 +119,38 @@ def _grouped_rows(
         single.threads_iteration,
         single.persistent_batch,
     )
-    if not same_split or not grouped.fits_in_registers or grouped.min_blocks_per_sm < single.min_blocks_per_sm:
+    if (
+        not same_split
+        or not grouped.fits_in_registers
+        or grouped.buffer_in_shared_memory  # codegen keeps a projected input's rows in registers only
+        or grouped.min_blocks_per_sm < single.min_blocks_per_sm
+    ):
         return None
     return grouped
+
+
+def _reductions_reduce_together(inner_view: GroupView) -> bool:
+    """Whether the row's reductions are sums (or the like) none of which reads another's
+    result: then codegen reduces a group's rows in one call (row_groups.py). A softmax's
+    sum reads its max, a Welford divides as it goes: their rows would be held in twos for
+    nothing."""
+    reductions = inner_view.reduction_tvs()
+    if any(not isinstance(tv.definition, ReductionOp) for tv in reductions):
+        return False
+    ids = {id(tv) for tv in reductions}
+    for tv in reductions:
+        stack = [i for i in tv.definition.inputs if isinstance(i, TensorView)]  # type: ignore[union-attr]
+        seen: set[int] = set()
+        while stack:
+            current = stack.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            if id(current) in ids:
+                return False
+            if current.definition is not None:
+                stack.extend(i for i in current.definition.inputs if isinstance(i, TensorView))
+    return True
 
 
 def _split(group: GroupView) -> tuple[GroupView, TensorView, list[TensorView]] | str:

@@ -174,3 +174,74 @@ def test_a_launch_without_a_fixed_block_leaves_the_warps_to_the_kernel():
     group_loop_reductions(body, [k.LaunchDim("threadIdx.x", k.TensorField(IDX, "T0", "logical_size", 1))])
     (red,) = [s for s in k.walk(body) if isinstance(s, k.ParallelReduce)]
     assert (red.grouped, red.warps) == (True, 0)
+
+
+SOFTMAX_BESIDE_A_COLUMN_SUM = """
+import torch
+from nvfuser import FusionDefinition, DataType
+def softmax_colsum(fd : FusionDefinition) -> None :
+    T0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16, is_cpu=False)
+    T1 = fd.ops.cast(T0, dtype=DataType.Float)
+    T2 = fd.ops.max(T1, dims=[1], keepdim=False, dtype=DataType.Null)
+    T3 = fd.ops.broadcast_in_dim(T2, shape=[2113, 512], broadcast_dims=[0])
+    T4 = fd.ops.sub(T1, T3)
+    T5 = fd.ops.exp(T4)
+    T6 = fd.ops.sum(T5, dims=[1], keepdim=False, dtype=DataType.Null)
+    T7 = fd.ops.broadcast_in_dim(T6, shape=[2113, 512], broadcast_dims=[0])
+    T8 = fd.ops.div(T5, T7)
+    T9 = fd.ops.cast(T8, dtype=DataType.BFloat16)
+    T10 = fd.ops.sum(T8, dims=[0], keepdim=False, dtype=DataType.Null)
+    fd.add_output(T9)
+    fd.add_output(T10)
+
+inputs = [torch.randn(2113, 512, dtype=torch.bfloat16, device="cuda")]
+"""
+
+
+def test_a_sum_that_reads_another_reduction_keeps_its_rows_one_at_a_time():
+    # softmax's sum reads its max: the two cannot reduce in one call, so holding two rows
+    # would buy nothing (and halve the row blocks)
+    group, kernel, runtime, inputs = _only_kernel(SOFTMAX_BESIDE_A_COLUMN_SUM)
+    assert group.scheduler.value == "inner_outer_persistent" and group.params.row_group == 1
+    assert _grouped_reductions(kernel) == []
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+def test_rows_that_would_go_to_shared_memory_are_not_grouped():
+    # RMS norm backward at 8192 wide: two rows' buffers need shared memory, where codegen
+    # keeps no projected input (it crashed lowering: the review's KeyError); one row fits
+    # the registers as before
+    script = RMS_NORM_BACKWARD.format(rows=2048, hidden=8192, dtype="BFloat16", torch_dtype="bfloat16")
+    group, kernel, _, _ = _only_kernel(script)
+    assert (group.params.row_group, group.params.buffer_in_shared_memory) == (1, False)
+    assert _grouped_reductions(kernel) == []
+
+
+def test_a_buffer_allocated_outside_the_group_loop_keeps_the_loop_whole():
+    # `t` carries each row's value across the reduction but is not one of the loop's own
+    # arrays (a row in shared memory is allocated at the kernel's top): split, the second
+    # row would overwrite it before the first row's outputs read it
+    g, tx = k.Var(IDX, "g"), k.Var(IDX, "tx")
+    row = k.Bin(IDX, "+", k.Bin(IDX, "*", g, k.Const(IDX, 32)), tx)
+    loop = _row_loop(
+        [
+            k.For(
+                tx,
+                k.Const(IDX, 32),
+                k.LoopKind.thread,
+                [
+                    k.Alloc("s", F32, 1, k.Memory.local, init=k.Const(F32, 0)),
+                    k.Store("t", k.Const(IDX, 0), k.Read(F32, "T0", row)),
+                    k.Store("s", k.Const(IDX, 0), k.Read(F32, "t", k.Const(IDX, 0))),
+                    _reduce("s"),
+                    k.Store(
+                        "T1", row, k.Bin(F32, "+", k.Read(F32, "s", k.Const(IDX, 0)), k.Read(F32, "t", k.Const(IDX, 0)))
+                    ),
+                ],
+                hardware="threadIdx.x",
+            )
+        ]
+    )
+    body: list[k.Stmt] = [k.Alloc("t", F32, 1, k.Memory.local), loop]
+    group_loop_reductions(body, _launch(32))
+    assert body[1] is loop and not any(isinstance(s, k.ParallelReduce) and s.grouped for s in k.walk(body))
