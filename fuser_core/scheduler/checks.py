@@ -253,10 +253,16 @@ def _reads(group: GroupView) -> _Reads:
 
 def _buffers(group: GroupView) -> list[TensorView]:
     reads = _reads(group)
+    reduced = set().union(*(reduction_sets(group.id_map, tv) for tv in group.reduction_tvs()))
     buffers = []
     for tv in group.tensors:
         if id(tv) in reads.after or (tv.definition is not None and id(tv.definition) in reads.reductions):
             continue  # a reduction's result is one value per row, not a row to keep
+        if not concrete_sets(group.id_map, tv) & reduced:
+            # One value per row (RMS norm backward's rstd expanded along the row): read again
+            # where used. Held in shared memory, its one value a row was written to one slot
+            # and read from all (all-NaN input gradients at 16384 wide).
+            continue
         if reads.across_a_reduction(tv):
             buffers.append(tv)
     return buffers

@@ -49,3 +49,21 @@ def test_grouped_rows_on_the_gpu_match_the_reference(name):
         assert group.params.row_group == 2, name
         for g, e, tv in zip(got, expected, fd.fusion.outputs, strict=True):
             _compare(_host(g, tv.dtype), e, f"{name} T{tv.name}", tv.dtype)
+
+
+def test_rms_norm_backward_with_its_rows_in_shared_memory_matches_the_reference():
+    # 16384 wide: one row a block iteration (two would not fit), x * rstd and dy * w in
+    # shared memory, rstd read again where used (it was a shared buffer written to one
+    # slot a thread and read from all: all-NaN input gradients)
+    script = RMS_NORM_BACKWARD.format(rows=1056, hidden=16384, dtype="BFloat16", torch_dtype="bfloat16")
+    (loaded,) = load_repro(script).definitions
+    inputs = loaded.materialize_inputs(seed=5)
+    fd = loaded.fd
+    with use_options(backend="reference"):
+        expected = fd.execute(inputs)
+    with use_options(backend="cuda"):
+        got = fd.execute([_to_device(x) if isinstance(x, np.ndarray) else x for x in inputs])
+    (group,) = fd.executor_cache.last_runtime.segmented.groups
+    assert group.params.buffer_in_shared_memory and group.params.row_group == 1
+    for g, e, tv in zip(got, expected, fd.fusion.outputs, strict=True):
+        _compare(_host(g, tv.dtype), e, f"T{tv.name}", tv.dtype)

@@ -289,3 +289,18 @@ def test_a_weight_broadcast_along_the_row_read_before_and_after_the_sum(expanded
     (out,) = _shared_kernel_matches(build, [x, w])
     s = np.sinh(x)
     np.testing.assert_allclose(out, w * (s * w).sum(axis=(1, 2))[:, None, None] + s, rtol=1e-9)
+
+
+def test_a_value_per_row_expanded_along_it_is_no_persistent_buffer():
+    """RMS norm backward at 16384 wide (the review of the row groups found it): rstd, one
+    value a row, is expanded along the row and read on both sides of the row sum. As a
+    persistent buffer in shared memory it was written to one slot a thread and read from
+    all of them: the input gradient came out all NaN. It is read again where used instead;
+    only x * rstd and dy * w are held."""
+    from test_row_groups import RMS_NORM_BACKWARD
+
+    script = RMS_NORM_BACKWARD.format(rows=1056, hidden=16384, dtype="BFloat16", torch_dtype="bfloat16")
+    runtime, inputs = runtime_and_inputs(script)
+    (group,) = runtime.segmented.groups
+    assert group.params.buffer_in_shared_memory and group.params.buffers == (10, 11)
+    assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
