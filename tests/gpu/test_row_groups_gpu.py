@@ -1,8 +1,8 @@
 """Rows of an inner-outer kernel grouped in twos (row_groups.py) on the GPU, against the
 reference backend on random data: the block reduction of a group's rows in one call at a
-power-of-two number of warps fixed by the launch (1024 and 4096 wide), at 3, 6 and 10 warps
-(the general path), with an odd share of rows per block, and with one row sum (RMS norm
-backward) as well as two (layer norm backward)."""
+power-of-two number of warps fixed by the launch (4, 16 and 32: 1024, 4096 and RMS norm
+backward's 8192 wide), at 3, 6 and 10 warps (the general path), with an odd share of rows
+per block, and with one row sum (RMS norm backward) as well as two (layer norm backward)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ CASES = {
     "layer_norm_bwd_4001x768": lambda: _layer_norm_backward(4001, 768),
     "layer_norm_bwd_3000x2560": lambda: _layer_norm_backward(3000, 2560),
     "layer_norm_bwd_16384x4096": lambda: _layer_norm_backward(16384, 4096),
+    "rms_norm_bwd_2048x8192": lambda: RMS_NORM_BACKWARD.format(
+        rows=2048, hidden=8192, dtype="BFloat16", torch_dtype="bfloat16"
+    ),
     "rms_norm_bwd_1999x1024": lambda: RMS_NORM_BACKWARD.format(
         rows=1999, hidden=1024, dtype="BFloat16", torch_dtype="bfloat16"
     ),
