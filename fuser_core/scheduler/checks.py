@@ -300,6 +300,19 @@ def _costly(group: GroupView) -> list[TensorView]:
     return found
 
 
+def a_reduction_reads_another(group: GroupView) -> bool:
+    """Whether a reduction's result reaches another reduction of the group (softmax's sum
+    reads its max)."""
+    reads = _reads(group)
+    return any(
+        id(use) in reads.feeding
+        for expr in group.reductions
+        for out in expr.outputs
+        for use in out.uses
+        if id(use) in reads.members
+    )
+
+
 def _exprs_feeding_reductions(group: GroupView, members: set[int], reductions: set[int]) -> set[int]:
     """Expressions of the group whose result reaches a reduction (one backward pass)."""
     feeding: set[int] = set()

@@ -23,6 +23,7 @@ from fuser_core.ir.tensor_exprs import ReductionOp
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler.base import HeuristicParams, RejectCategory, Rejection, ScheduleRecord, SchedulerType, reject
 from fuser_core.scheduler.checks import (
+    a_reduction_reads_another,
     expr_eval_rejection,
     is_inner_reduction,
     persistent_buffers,
@@ -134,23 +135,9 @@ def _reductions_reduce_together(inner_view: GroupView) -> bool:
     result: then codegen reduces a group's rows in one call (row_groups.py). A softmax's
     sum reads its max, a Welford divides as it goes: their rows would be held in twos for
     nothing."""
-    reductions = inner_view.reduction_tvs()
-    if any(not isinstance(tv.definition, ReductionOp) for tv in reductions):
+    if any(not isinstance(tv.definition, ReductionOp) for tv in inner_view.reduction_tvs()):
         return False
-    ids = {id(tv) for tv in reductions}
-    for tv in reductions:
-        stack = [i for i in tv.definition.inputs if isinstance(i, TensorView)]  # type: ignore[union-attr]
-        seen: set[int] = set()
-        while stack:
-            current = stack.pop()
-            if id(current) in seen:
-                continue
-            seen.add(id(current))
-            if id(current) in ids:
-                return False
-            if current.definition is not None:
-                stack.extend(i for i in current.definition.inputs if isinstance(i, TensorView))
-    return True
+    return not a_reduction_reads_another(inner_view)
 
 
 def _split(group: GroupView) -> tuple[GroupView, TensorView, list[TensorView]] | str:

@@ -41,14 +41,14 @@ def group_grid_reductions(body: list[k.Stmt]) -> str | None:
         if isinstance(stmt, k.ParallelReduce) and any(stmt is g for g in deferred):
             kept.append(stmt)
             continue
-        reads, writes = _reads(stmt), _writes(stmt)
+        reads, writes = stmt_reads(stmt), stmt_writes(stmt)
         if reads & tainted:
             moved.append(stmt)
             tainted |= writes
         else:
             kept.append(stmt)
     for stmt in [*kept, final]:
-        if _reads(stmt) & tainted:
+        if stmt_reads(stmt) & tainted:
             return "a grid reduction reads the result of another"
     aliases: list[k.Stmt] = []
     for red in deferred:
@@ -65,7 +65,7 @@ def group_block_reductions(body: list[k.Stmt]) -> None:
     """Pair, in place, each block reduction (one float or double element along threadIdx.x
     only) with the next one of its scope of the same dtype when nothing between them reads
     the first's result: the first moves down beside the second, which reduces both."""
-    for scope in _scopes(body):
+    for scope in scopes(body):
         index = 0
         while index < len(scope):
             first = scope[index]
@@ -77,7 +77,7 @@ def group_block_reductions(body: list[k.Stmt]) -> None:
                 (
                     j
                     for j in range(index + 1, len(scope))
-                    if _pairable(scope[j]) or _reads(scope[j]) & set(first.buffers)
+                    if _pairable(scope[j]) or stmt_reads(scope[j]) & set(first.buffers)
                 ),
                 None,
             )
@@ -112,18 +112,18 @@ def _pairable(stmt: k.Stmt) -> bool:
 def _writes_between(scope: list[k.Stmt], start: int, end: int) -> set[str]:
     names: set[str] = set()
     for stmt in scope[start + 1 : end]:
-        names |= _writes(stmt)
+        names |= stmt_writes(stmt)
     return names
 
 
-def _scopes(stmts: list[k.Stmt]) -> Iterator[list[k.Stmt]]:
+def scopes(stmts: list[k.Stmt]) -> Iterator[list[k.Stmt]]:
     yield stmts
     for stmt in stmts:
         if isinstance(stmt, k.For):
-            yield from _scopes(stmt.body)
+            yield from scopes(stmt.body)
         elif isinstance(stmt, k.If):
-            yield from _scopes(stmt.then)
-            yield from _scopes(stmt.orelse)
+            yield from scopes(stmt.then)
+            yield from scopes(stmt.orelse)
 
 
 def scope_of(stmts: list[k.Stmt], target: k.Stmt) -> list[k.Stmt] | None:
@@ -147,7 +147,7 @@ def _names(node: k.Node) -> Iterator[str]:
     return k.node_reads(node, with_vars=True)
 
 
-def _reads(stmt: k.Stmt) -> set[str]:
+def stmt_reads(stmt: k.Stmt) -> set[str]:
     """Buffers and variables a statement (and what it encloses) reads."""
     names: set[str] = set()
     for s in k.walk([stmt]):
@@ -166,7 +166,7 @@ def _reads(stmt: k.Stmt) -> set[str]:
     return names
 
 
-def _writes(stmt: k.Stmt) -> set[str]:
+def stmt_writes(stmt: k.Stmt) -> set[str]:
     """Buffers and variables a statement (and what it encloses) writes or defines."""
     names: set[str] = set()
     for s in k.walk([stmt]):

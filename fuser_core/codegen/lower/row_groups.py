@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from fuser_core.codegen import kernel_ir as k
-from fuser_core.codegen.lower.grid_groups import _reads, _scopes, _writes
+from fuser_core.codegen.lower.grid_groups import scopes, stmt_reads, stmt_writes
 from fuser_core.codegen.lower.model import INDEX
 from fuser_core.codegen.simplify import add, const_value, mul
 
@@ -29,7 +29,7 @@ MAX_GROUPED_ELEMENTS = 8  # a reduction's elements over the group: its scratch h
 def group_loop_reductions(body: list[k.Stmt], launch: list[k.LaunchDim]) -> None:
     """Split, in place, every group loop of `body` at its block reductions (above)."""
     warps = _fixed_warps(launch)
-    for scope in list(_scopes(body)):
+    for scope in list(scopes(body)):
         for position in reversed(range(len(scope))):
             stmt = scope[position]
             if isinstance(stmt, k.For) and stmt.kind == k.LoopKind.group:
@@ -82,14 +82,14 @@ def _split(loop: k.For, warps: int) -> list[k.Stmt] | None:
         ):
             return None
     defined = {s.var.name for s in before if isinstance(s, k.Define)}
-    if any(_reads(s) & defined for s in after):  # a scalar of one iteration read in the other loop
+    if any(stmt_reads(s) & defined for s in after):  # a scalar of one iteration read in the other loop
         return None
     # Whatever crosses the reduction must be a grown array: a buffer allocated outside the
     # loop (a row in shared memory) would hold the group's last row when the first is read.
-    written = {name for s in before for name in _writes(s)} - set(arrays) - defined
+    written = {name for s in before for name in stmt_writes(s)} - set(arrays) - defined
     own = {s.buffer for s in k.walk(after) if isinstance(s, k.Alloc)}  # the outputs' own temporaries
     own |= {s.var.name for s in k.walk(after) if isinstance(s, k.Define)}
-    if any(_reads(s) & written - own for s in [*reductions, *after]):
+    if any(stmt_reads(s) & written - own for s in [*reductions, *after]):
         return None
     row = loop.index
     shifted = {name: mul(row, k.Const(INDEX, alloc.size)) for name, alloc in arrays.items()}
