@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from fuser_core.errors import InternalError
 from fuser_core.ir.fusion import Fusion
 from fuser_core.ir.iter_domain import IterDomain, ParallelType
+from fuser_core.ir.tensor_exprs import LoadStoreOp
 from fuser_core.ir.tensor_view import TensorView
 from fuser_core.scheduler.base import HintDrop
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
@@ -42,9 +43,31 @@ def vector_accessed(fusion: Fusion, input_caches: Sequence[TensorView], scalar_a
 
 
 def cache_io(fusion: Fusion) -> IoCaches:
+    """Local copies of the global inputs and outputs. An output the group also reads (a
+    reshape that is both returned and reduced) is read from its local cache: the kernel
+    never reads back global memory it writes, and the output stays a store only (as
+    nvFuser's cacheFork leaves it)."""
     inputs = [cache_after(tv) for tv in fusion.inputs if isinstance(tv, TensorView) and tv.uses]
-    outputs = [cache_before(tv) for tv in fusion.outputs if isinstance(tv, TensorView) and tv.definition is not None]
+    outputs = []
+    for tv in fusion.outputs:
+        if isinstance(tv, TensorView) and tv.definition is not None:
+            uses = list(tv.uses)
+            cache = cache_before(tv)
+            for use in uses:
+                use.replace_input(tv, cache)
+            outputs.append(cache)
     return IoCaches(inputs, outputs)
+
+
+def computed_tensor(fusion: Fusion, name: int) -> TensorView:
+    """The tensor named `name` as the kernel computes it: an output's local cache after
+    cache_io (the tensor a schedule holds, reads and inlines), else the tensor itself."""
+    tv = tensor_named(fusion, name)
+    expr = tv.definition
+    source = expr.input if isinstance(expr, LoadStoreOp) else None
+    if tv in fusion.outputs and isinstance(source, TensorView) and source.definition is not None:
+        return source
+    return tv
 
 
 def layout_order(tv: TensorView) -> list[IterDomain]:

@@ -320,8 +320,8 @@ class ReductionScheduler:
         # after them (layer norm's weight and bias) is loaded where it is used, so its
         # registers are not held across the reductions.
         limits = {tv.name: iteration_positions for tv in caches.inputs if self.persistent and feeds_reduction(tv)}
-        limits.update(dict.fromkeys(params.buffers, iteration_positions))
-        limits.update(dict.fromkeys(params.kept_results, iteration_positions))
+        held = (common.computed_tensor(fusion, name).name for name in (*params.buffers, *params.kept_results))
+        limits.update(dict.fromkeys(held, iteration_positions))
         # Global loads and stores both go in vectors (16-byte stores, not one store per element).
         # An output holding no axis of the vector's chain (a [rows, 2] input's pointwise
         # result beside an outer sum whose vector walks another axis) has its lanes on
@@ -353,7 +353,7 @@ def _buffers_to_shared_memory(fusion: Fusion, params: ReductionParams) -> list[s
     thread that stores an element is the one that reads it back after the reduction (its
     tile spans the block's rows and threads: codegen allocates thread axes of shared tensors),
     and is laid out with its lanes innermost (_lanes_innermost)."""
-    buffers = [common.tensor_named(fusion, name) for name in params.buffers]
+    buffers = [common.computed_tensor(fusion, name) for name in params.buffers]
     for tv in buffers:
         tv.memory_type = MemoryType.Shared
         _lanes_innermost(tv)

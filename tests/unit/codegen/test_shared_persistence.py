@@ -17,6 +17,7 @@ from kernels_check import SAMPLES_DIR, check_generated_kernels, runtime_and_inpu
 from fuser_core import DataType, FusionDefinition, load_repro, use_options
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen import lower_group, translation_unit
+from fuser_core.ir.tensor_view import MemoryType
 from fuser_core.runtime.group_lowering import index_dtype
 
 SOFTMAX = """
@@ -304,3 +305,38 @@ def test_a_value_per_row_expanded_along_it_is_no_persistent_buffer():
     (group,) = runtime.segmented.groups
     assert group.params.buffer_in_shared_memory and group.params.buffers == (10, 11)
     assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
+
+
+RETURNED_AND_REDUCED = """
+import torch
+from nvfuser import FusionDefinition, DataType
+def fusion(fd: FusionDefinition) -> None:
+    T0 = fd.define_tensor(shape=[-1, -1, -1], contiguity=[True, True, True], dtype=DataType.Float, is_cpu=False)
+    T1 = fd.ops.reshape(T0, new_shape=[{rows}, {cols}])
+    T2, T3 = fd.ops.var_mean(T1, dims=[0, 1], correction=0, keepdim=False)
+    T4 = fd.ops.broadcast_in_dim(T2, shape=[{rows}, {cols}], broadcast_dims=[])
+    T5 = fd.ops.mul(T1, T4)
+    T6 = fd.ops.reshape(T5, new_shape=[{numel}])
+    fd.add_output(T6)
+    fd.add_output(T1)
+inputs = [torch.randn({outer}, {rows} // {outer}, {cols}, dtype=torch.float32, device="cuda")]
+with FusionDefinition() as fd:
+    fusion(fd)
+"""
+
+
+@pytest.mark.parametrize(("outer", "rows", "cols", "where"), [(2, 64, 7, "registers"), (32, 4064, 7, "shared")])
+def test_an_output_the_kernel_also_holds_is_stored_from_its_local_copy(outer, rows, cols, where):
+    """GPU fuzzer seed 62 case 46: a reshape both returned and reduced (var_mean over the
+    whole tensor) is the persistent buffer. Its row of 28448 floats goes to shared memory,
+    and the output itself went there: lowering its global store crashed (KeyError). The
+    group reads an output from the output's local cache, so the buffer is that cache and
+    the output stays a global store that nothing reads back."""
+    script = RETURNED_AND_REDUCED.format(outer=outer, rows=rows, cols=cols, numel=rows * cols)
+    runtime, inputs = runtime_and_inputs(script)
+    (persistent,) = [g for g in runtime.segmented.groups if g.scheduler.value == "inner_persistent"]
+    assert persistent.params.buffer_in_shared_memory == (where == "shared")
+    fusion = persistent.fusion
+    for tv in fusion.outputs:
+        assert tv.memory_type == MemoryType.Global and not tv.uses
+    assert "kernel_g0" in check_generated_kernels(runtime, inputs)
