@@ -100,8 +100,9 @@ class Lowering(Stores):
         # The register budget is read from the nests as emitted, one per tensor, before they merge.
         max_threads = self._max_threads() if self.reduce_scratch else 0
         min_blocks = self._min_blocks() if self.reduce_scratch else 0
-        merge_sibling_nests(self.body, {t.name for t in self.tensor_args} | {w.name for w in self.workspaces})
-        group_loop_reductions(self.body, self.launch)
+        globals_ = {t.name for t in self.tensor_args} | {w.name for w in self.workspaces}
+        merge_sibling_nests(self.body, globals_, self.same_extent)
+        group_loop_reductions(self.body, self.launch, globals_)
         # Last: every check above reads plain `/` and `%`.
         divisors = use_fast_division(self.body) if self.index_type == DataType.Int32 else []
         tensors = [

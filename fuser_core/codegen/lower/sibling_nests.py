@@ -29,33 +29,39 @@ or a reduction (whole blocks must reach those), or have an `else`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.simplify import const_value
 
+Spelling = Callable[[k.Node], str]
 _ONCE = (k.LoopKind.block, k.LoopKind.thread)
 _ITERATING = (k.LoopKind.serial, k.LoopKind.unroll, k.LoopKind.group)
 
 
-def merge_sibling_nests(body: list[k.Stmt], globals_: set[str]) -> None:
+def merge_sibling_nests(body: list[k.Stmt], globals_: set[str], spelled: Spelling = k.expr_text) -> None:
     """Merge, in place and at every depth, the adjacent nests of `body` that may merge;
-    `globals_` names the kernel's global tensors."""
+    `globals_` names the kernel's global tensors. Two `if`s are one condition when
+    `spelled` writes them alike: the lowering's spelling reads every extent of a set the
+    ops map exactly as one tensor's (a row's mean checked against `T3.logical_size[0]`,
+    the row's x against `T0.logical_size[0]`: equal, and checked equal at launch)."""
     merged: list[k.Stmt] = []
     for stmt in body:
-        if merged and _mergeable(merged[-1], stmt, globals_):
+        if merged and _mergeable(merged[-1], stmt, globals_, spelled):
             merged[-1] = _merged(merged[-1], stmt)
-        elif len(merged) > 1 and _mergeable(merged[-2], stmt, globals_) and _commute(merged[-1], stmt, globals_):
+        elif (
+            len(merged) > 1 and _mergeable(merged[-2], stmt, globals_, spelled) and _commute(merged[-1], stmt, globals_)
+        ):
             merged[-2] = _merged(merged[-2], stmt)  # stmt moves ahead of the one between
         else:
             merged.append(stmt)
     body[:] = merged
     for stmt in body:
         if isinstance(stmt, k.For):
-            merge_sibling_nests(stmt.body, globals_)
+            merge_sibling_nests(stmt.body, globals_, spelled)
         elif isinstance(stmt, k.If):
-            merge_sibling_nests(stmt.then, globals_)
-            merge_sibling_nests(stmt.orelse, globals_)
+            merge_sibling_nests(stmt.then, globals_, spelled)
+            merge_sibling_nests(stmt.orelse, globals_, spelled)
 
 
 def _merged(a: k.Stmt, b: k.Stmt) -> k.Stmt:
@@ -65,17 +71,19 @@ def _merged(a: k.Stmt, b: k.Stmt) -> k.Stmt:
     return k.If(a.cond, [*a.then, *b.then])
 
 
-def _mergeable(a: k.Stmt, b: k.Stmt, globals_: set[str]) -> bool:
+def _mergeable(a: k.Stmt, b: k.Stmt, globals_: set[str], spelled: Spelling = k.expr_text) -> bool:
     if isinstance(a, k.For) and isinstance(b, k.For):
         if _header(a) != _header(b) or not _free_to_share_a_scope(a.body, b.body):
             return False
         if a.kind in _ONCE or const_value(a.extent) == 1:
-            return _junction_merges(a.body, b.body, globals_)
+            return _junction_merges(a.body, b.body, globals_, spelled)
         if _touch_global(a.body, globals_) or _touch_global(b.body, globals_):
             return False
         return a.kind in _ITERATING and _iterations_commute(a.index, a.body, b.body)
     if isinstance(a, k.If) and isinstance(b, k.If):
-        if a.orelse or b.orelse or a.cond != b.cond or not _free_to_share_a_scope(a.then, b.then):
+        if a.orelse or b.orelse or not _free_to_share_a_scope(a.then, b.then):
+            return False
+        if a.cond != b.cond and spelled(a.cond) != spelled(b.cond):
             return False
         if _touch_global(a.then, globals_) or _touch_global(b.then, globals_):
             return False
@@ -98,15 +106,15 @@ def _touch_global(stmts: list[k.Stmt], globals_: set[str]) -> bool:
     return bool((_reads(stmts) | _writes(stmts)) & globals_)
 
 
-def _junction_merges(a: list[k.Stmt], b: list[k.Stmt], globals_: set[str]) -> bool:
+def _junction_merges(a: list[k.Stmt], b: list[k.Stmt], globals_: set[str], spelled: Spelling) -> bool:
     """Whether joining two scopes that run once lets something inside them merge: the
     code is straight-line either way, and ptxas allocates registers differently for
     scopes merged to no purpose (RoPE's kernel: 40 -> 54)."""
     if not a or not b:
         return False
-    if _mergeable(a[-1], b[0], globals_):
+    if _mergeable(a[-1], b[0], globals_, spelled):
         return True
-    return len(a) > 1 and _mergeable(a[-2], b[0], globals_) and _commute(a[-1], b[0], globals_)
+    return len(a) > 1 and _mergeable(a[-2], b[0], globals_, spelled) and _commute(a[-1], b[0], globals_)
 
 
 def _commute(a: k.Stmt, b: k.Stmt, globals_: set[str]) -> bool:

@@ -91,6 +91,24 @@ def test_an_if_whose_condition_the_first_body_changes_does_not_merge():
     assert len(merged(unrelated, after)) == 1
 
 
+def test_ifs_whose_conditions_differ_only_in_how_a_mapped_extent_is_spelled_merge():
+    # rstd's rows checked against T3's size, dy's against T0's: the lowering's spelling
+    # reads both as T0's (the runtime checks they are equal), so they are one condition
+    through_t3 = k.Bin(DataType.Bool, "<", k.Var(IDX, "row"), k.TensorField(IDX, "T3", "logical_size", 0))
+    first = guarded(k.Store("a", c(0), read("x", c(0))), cond=through_t3)
+    second = guarded(k.Store("b", c(0), read("a", c(0))))
+    assert len(merged(first, second)) == 2  # spelled as written: two conditions
+
+    def spelled(node: k.Node) -> str:
+        return k.expr_text(node).replace("T3.logical_size[0]", "T0.logical_size[0]")
+
+    body: list[k.Stmt] = [first, second]
+    merge_sibling_nests(body, GLOBALS, spelled)
+    (one,) = body
+    assert isinstance(one, k.If) and one.cond is through_t3
+    assert [s.buffer for s in one.then] == ["a", "b"]  # type: ignore[attr-defined]
+
+
 def test_nothing_merges_across_or_around_a_barrier_or_a_reduction():
     first = loop(k.Store("a", i, read("x", i)))
     second = loop(k.Store("b", i, read("a", i)))
