@@ -135,7 +135,7 @@ def _loads_first(stmts: list[k.Stmt], grown: set[str], globals_: set[str]) -> tu
             bool(reads & globals_)
             and bool(writes)
             and writes <= grown
-            and not (reads - globals_) & written
+            and not reads & written  # global tensors too: an output stored earlier in the row
             and not any(stmt_writes(s) & writes for s in others)
             and not any(stmt_reads(s) & writes for s in rest)
         )

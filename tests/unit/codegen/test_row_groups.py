@@ -13,7 +13,7 @@ from kernels_check import SAMPLES_DIR, check_generated_kernels, runtime_and_inpu
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower import lower_group
-from fuser_core.codegen.lower.row_groups import group_loop_reductions
+from fuser_core.codegen.lower.row_groups import _loads_first, group_loop_reductions
 from fuser_core.ir.dtype import DataType
 from fuser_core.runtime.group_lowering import generates_kernel, index_dtype
 
@@ -318,3 +318,11 @@ def test_loads_go_first_only_when_they_read_nothing_the_loop_writes():
     dependent = k.Store("b", k.Const(IDX, 0), k.Read(F32, "y", k.Cast(IDX, k.Read(F32, "a", k.Const(IDX, 0)))))
     loads, sums, _ = split_loops([_load("a", "x", g), add_a, dependent, add_b])
     assert [s.buffer for s in loads.body] == ["a"] and [s.buffer for s in sums.body] == ["s", "b", "s"]  # type: ignore[attr-defined]
+
+
+def test_a_load_of_a_global_the_row_stores_stays_after_the_store():
+    # the review's case: out[g] stored, then read back; hoisted, the read would come first
+    g = k.Var(IDX, "g")
+    store_out = k.Store("out", g, k.Const(F32, 1.0))
+    load_back = k.Store("a", k.Const(IDX, 0), k.Read(F32, "out", g))
+    assert _loads_first([store_out, load_back], {"a"}, {"out", "x"}) == ([], [store_out, load_back])
