@@ -139,8 +139,9 @@ _MAPPED_AXES: weakref.WeakKeyDictionary[Fusion, _MappedAxes] = weakref.WeakKeyDi
 class _MappedAxes:
     groups: list[tuple[list[tuple[int, int]], int | None]]
     conflicts: list[tuple[IterDomain, IterDomain]]
-    # Axes sized by scalar inputs alone (`full([n])`, `iota(n)`), with what their set
-    # holds them to: the set's constant, else an input axis (position, axis) of the set.
+    # Axes whose size is computed (by scalar inputs alone: `full([n])`, `iota(n)`; or from
+    # inputs' sizes: a reshape's [-1] is a product, a pad's width a sum), with what their
+    # set holds them to: the set's constant, else an input axis (position, axis) of the set.
     scalar_sized: list[tuple[IterDomain, int | tuple[int, int]]] = field(default_factory=list)
     # Input axes an op combines with a broadcast expanded to a constant size (an
     # `iota(n)` broadcast to a hard-coded [4096, n] and compared with labels of [N]):
@@ -205,7 +206,13 @@ def _check_scalar_sizes(
             else f"{want} ({_input_label(held[0], fusion.inputs[held[0]])} axis {held[1]})"
         )
         op = _tying_op_of_set(fusion, dim)
-        raise _error_at(op, f"an axis of size {int(size)}, from the scalar inputs, is combined with one of size {what}")
+        scalars = {id(v) for v in fusion.inputs if not isinstance(v, TensorView)}
+        source = (
+            "from the scalar inputs"
+            if _from_scalar_inputs(dim.maybe_expanded_extent, scalars)
+            else (f"computed from the inputs' sizes{_made_at(fusion, dim)}")
+        )
+        raise _error_at(op, f"an axis of size {int(size)}, {source}, is combined with one of size {what}")
 
 
 def _tying_op_of_set(fusion: Fusion, dim: IterDomain) -> Expr | None:
@@ -340,7 +347,7 @@ def _mapped_axes(fusion: Fusion) -> _MappedAxes:
                 continue
             seen.add(id(extent))
             key = id_map.exact(dim)
-            if key in undecided or not _from_scalar_inputs(extent, scalars):
+            if key in undecided or not (extent.definition is not None or _from_scalar_inputs(extent, scalars)):
                 continue
             if key in single:
                 scalar_sized.append((dim, single[key]))

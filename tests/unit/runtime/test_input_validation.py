@@ -336,3 +336,23 @@ def test_an_input_axis_combined_with_a_hard_coded_broadcast_size_names_both_ops(
     assert err.op == "equal"
     assert "input 0 (T0) axis 0 has size 3, but equal combines it with an axis broadcast to size 4" in err.message
     assert "(by broadcast_in_dim at test_input_validation.py:" in err.message
+
+
+@pytest.mark.parametrize("other", [1, 7])
+def test_a_size_computed_from_other_inputs_must_fit_the_input_axis_it_is_combined_with(other: int) -> None:
+    """reshape(x [2, 3], [-1]) + y [n]: the kernel indexes y by the reshape's 6 elements, so
+    an n of 1 (not a broadcast: defined with -1) or 7 is refused before any backend runs,
+    naming the op and both sizes (the review of 609af2e found only the reference refused
+    it, on NumPy's broadcast error; a generated kernel would have read past y)."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        y = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        fd.add_output(fd.ops.add(fd.ops.reshape(x, new_shape=[-1]), y))
+    a, b = rand((2, 3)), rand((6,))
+    (out,) = fd.execute([a, b])
+    np.testing.assert_allclose(out, a.reshape(-1) + b)
+    err = run_error(fd, [a, rand((other,))])
+    assert err.op == "add"
+    assert f"an axis of size 6, computed from the inputs' sizes (by reshape), is combined with one of size {other}" in (
+        err.message
+    )
