@@ -207,11 +207,9 @@ def _check_scalar_sizes(
         )
         op = _tying_op_of_set(fusion, dim)
         scalars = {id(v) for v in fusion.inputs if not isinstance(v, TensorView)}
-        source = (
-            "from the scalar inputs"
-            if _from_scalar_inputs(dim.maybe_expanded_extent, scalars)
-            else (f"computed from the inputs' sizes{_made_at(fusion, dim)}")
-        )
+        source = "from the scalar inputs"
+        if not _from_scalar_inputs(dim.maybe_expanded_extent, scalars):
+            source = f"computed from the inputs' sizes{_made_at(fusion, dim)}"
         raise _error_at(op, f"an axis of size {int(size)}, {source}, is combined with one of size {what}")
 
 
