@@ -537,6 +537,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except FuserError as err:
         sys.stderr.write(f"fuser-wb: {err.one_line()}\n")
         return 1
+    except BrokenPipeError:  # the reader stopped early (`fuser-wb dump X | head`): not an error of ours
+        if out is sys.stdout:  # the interpreter's exit flush would raise it again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Exception as err:  # a bug of ours: one line, the traceback on request
         if os.environ.get("FUSER_TRACEBACK"):
             raise

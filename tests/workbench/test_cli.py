@@ -373,6 +373,18 @@ def test_an_internal_error_is_one_line_unless_a_traceback_is_asked_for(monkeypat
         run_cli("dump", "softmax")
 
 
+def test_a_reader_that_stops_early_is_no_internal_error(capsys):
+    # `fuser-wb dump softmax | head`: the pipe closes while the dump is written
+    class ClosedPipe(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    from workbench.cli import main
+
+    assert main(["dump", "softmax"], out=ClosedPipe()) == 1
+    assert capsys.readouterr().err == ""
+
+
 # -- diff, graph, metrics, report, rich dumps --------------------------------------------------
 
 RESIZE_SHAPES = ["--shapes", "8x3x2x5x6", "8x4x4x3x5"]
