@@ -163,6 +163,8 @@ def stmt_reads(stmt: k.Stmt) -> set[str]:
             names |= set(_names(s.extent))
         elif isinstance(s, k.ParallelReduce):
             names |= {*s.buffers, *_names(s.index)}
+        elif isinstance(s, k.Alloc) and s.init is not None:
+            names |= set(_names(s.init))
     return names
 
 

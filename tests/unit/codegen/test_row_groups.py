@@ -326,3 +326,22 @@ def test_a_load_of_a_global_the_row_stores_stays_after_the_store():
     store_out = k.Store("out", g, k.Const(F32, 1.0))
     load_back = k.Store("a", k.Const(IDX, 0), k.Read(F32, "out", g))
     assert _loads_first([store_out, load_back], {"a"}, {"out", "x"}) == ([], [store_out, load_back])
+
+
+def test_an_array_initialized_from_a_scalar_of_the_first_part_keeps_the_loop_whole():
+    # the review of the row groups: an Alloc's initial value read a Define of the part before
+    # the reduction, unseen by the crossing check. Split, it would read the group's last row's
+    g, v = k.Var(IDX, "g"), k.Var(F32, "v")
+    loop = _row_loop(
+        [
+            k.Alloc("s", F32, 1, k.Memory.local, init=k.Const(F32, 0)),
+            k.Define(v, k.Read(F32, "x", g)),
+            k.Store("s", k.Const(IDX, 0), v),
+            _reduce("s"),
+            k.Alloc("t", F32, 1, k.Memory.local, init=v),
+            k.Store("out", g, k.Bin(F32, "+", k.Read(F32, "s", k.Const(IDX, 0)), k.Read(F32, "t", k.Const(IDX, 0)))),
+        ]
+    )
+    body: list[k.Stmt] = [loop]
+    group_loop_reductions(body, _launch(256), set())
+    assert body == [loop] and not any(isinstance(s, k.ParallelReduce) and s.grouped for s in k.walk(body))
