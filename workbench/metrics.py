@@ -15,7 +15,7 @@ from typing import TextIO
 
 from fuser_core import RooflineEstimate
 from workbench.artifacts import Artifacts
-from workbench.session import REFERENCE, RunResult, device_label
+from workbench.session import RunResult, device_label
 
 COLUMNS = (
     "fusion",
@@ -87,11 +87,7 @@ def _device(a: Artifacts) -> str:
     """The GPU's name where the cuda backend ran (and the device model that sized its
     heuristics, where one was named); on the reference backend the name is only the device
     model the heuristics were sized for, and the cell says so."""
-    if a.backend == REFERENCE:
-        return device_label(a.device, a.backend)
-    if a.gpu and a.gpu != a.device:
-        return f"{a.gpu} (heuristics sized for device model {a.device})"
-    return a.device
+    return device_label(a.device, a.backend, a.gpu).removeprefix("device: ")
 
 
 def _estimate_columns(e: RooflineEstimate | None, measured: float | None) -> dict[str, str]:

@@ -106,8 +106,8 @@ def _grouped_rows(
     occupancy: the rows' buffers held as the 16-bit inputs they are computed from (layer
     norm backward's x, not (x - mean) * rstd as float), at the same threads, batch and
     blocks per SM as one row. Else None. H100, layer norm backward of bf16 [16384, 4096]:
-    generated 205.5 -> 202.1 us; hand-written, two rows 187.6 against 199.7 for one, and
-    two rows held as float spilled (246.6 us) or halved the blocks (218.8)."""
+    generated 205.5 -> 187.6 us (with every row's loads first: row_groups._loads_first);
+    two rows held as float spilled (246.6 us, hand-written) or halved the blocks (218.8)."""
     if projected_buffers(inner_view, through_pointwise=True) == persistent_buffers(inner_view):
         return None
     if single.buffer_in_shared_memory or not _reductions_reduce_together(inner_view):
