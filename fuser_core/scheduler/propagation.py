@@ -226,19 +226,31 @@ def parallelize_like_reference(tensors: Sequence[TensorView], vectorized: set[in
 
 def matched_positions(producer: TensorView, consumer: TensorView) -> tuple[int, int]:
     """How many outer loop IDs of `producer` have a counterpart, in order, in
-    `consumer`'s loop domain (consumer broadcast loops it lacks are stepped over), and
-    the consumer position reached."""
-    j = 0
+    `consumer`'s loop domain, and the consumer position reached. Broadcast loops one side
+    lacks are stepped over: the consumer's (the producer is computed inside them), and
+    the producer's size-1 ones a squeeze dropped (the consumer is emitted inside them)."""
+    j = reached = 0
     count = 0
-    for dim in producer.loop:
+    for position, dim in enumerate(producer.loop):
         target = origin(dim)
         while j < len(consumer.loop) and origin(consumer.loop[j]) is not target and consumer.loop[j].is_broadcast:
             j += 1
-        if j == len(consumer.loop) or origin(consumer.loop[j]) is not target:
+        if j < len(consumer.loop) and origin(consumer.loop[j]) is target:
+            j += 1
+            count, reached = position + 1, j  # squeezed loops count only before a shared one
+        elif not _squeezed_away(dim, consumer):
             break
-        count += 1
-        j += 1
-    return count, j
+    return count, reached
+
+
+def _squeezed_away(dim: IterDomain, consumer: TensorView) -> bool:
+    """A size-1 broadcast loop of the producer with no counterpart anywhere in the
+    consumer's loops (a squeeze's input axis): one iteration, or one block or thread
+    index, that the consumer's loops can sit inside."""
+    if not dim.is_broadcast or dim.has_expanded_extent:
+        return False
+    target = origin(dim)
+    return all(origin(c) is not target for c in consumer.loop)
 
 
 def inline_most(tensors: Sequence[TensorView], limits: dict[int, int], fusion_inputs: set[int]) -> None:
@@ -285,11 +297,11 @@ def _share_sibling_positions(tensors: Sequence[TensorView]) -> None:
 
 def matched_positions_prefix(producer: TensorView, consumer: TensorView, count: int) -> int:
     """The consumer position that the producer's first `count` loop IDs reach."""
-    if count == 0:
-        return 0
     j = 0
     for dim in producer.loop[:count]:
         target = origin(dim)
+        if _squeezed_away(dim, consumer):
+            continue
         while origin(consumer.loop[j]) is not target:
             j += 1
         j += 1

@@ -4,6 +4,11 @@ against the reference and compiled with NVRTC for sm_90:
 - a tensor with a trailing broadcast past its ca_pos, squeezed by its consumer (issues
   1691, 1953; a dynamic reshape then squeeze): its register buffer was read with the index
   of its own broadcast loop, a loop that does not enclose the read;
+- a row of one (a batch of one, or a permuted [N, 1] column) softmaxed by the re-reading
+  reduction schedule, whose input is also squeezed: the squeeze's output has no loops for
+  the leading broadcast axes the reduction binds to blockIdx.x and threadIdx.y, so the
+  squeezed tensor was inlined nowhere, needed a whole-row buffer, and its group ran on
+  the host;
 - a cat whose only non-empty input is padded by 0 and 0 (issue 2275): the pad was a
   Set (widths known at definition) or lost its Resize to concretization, and lowering
   found no pad on the cat axis.
@@ -14,6 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -58,6 +64,37 @@ def slice_reshape_squeeze_inputs():
     return [_rand(2, 5, 10)]
 
 
+def _softmax_in_float(fd, t):
+    x = fd.ops.cast(t, DataType.Float)
+    e = fd.ops.exp(fd.ops.sub(x, fd.ops.max(x, dims=[1], keepdim=True)))
+    return fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True))
+
+
+def batch_of_one_softmax_and_squeeze(fd):
+    """softmax(abs(x)) of a bf16 [1, N] input, with abs(x) squeezed to [N] as well."""
+    t0 = fd.define_tensor(shape=[1, -1], contiguity=[None, True], dtype=DataType.BFloat16)
+    t1 = fd.ops.abs(t0)
+    fd.add_output(_softmax_in_float(fd, t1))
+    fd.add_output(fd.ops.squeeze(t1, [0]))
+
+
+def batch_of_one_inputs():
+    return [_rand(1, 1024).astype(ml_dtypes.bfloat16)]
+
+
+def permuted_column_softmax_and_max(fd):
+    """A [N, 1] column permuted to [1, N], softmaxed along N, and its max over the size-1
+    axis (a squeeze): CPU fuzzer seed 44 case 289, shrunk."""
+    t0 = fd.define_tensor(shape=[-1, 1], contiguity=[True, None], dtype=DataType.BFloat16)
+    t1 = fd.ops.permute(t0, dims=[1, 0])
+    fd.add_output(fd.ops.max(t1, dims=[0]))
+    fd.add_output(_softmax_in_float(fd, t1))
+
+
+def permuted_column_inputs():
+    return [_rand(1024, 1).astype(ml_dtypes.bfloat16)]
+
+
 def _rotate_then_cat_empty(fd, t0):
     lo = fd.ops.slice(t0, start_indices=[0, 0, 0, 0], end_indices=[2, 3, 4, 4], strides=[1, 1, 1, 1])
     hi = fd.ops.slice(t0, start_indices=[0, 0, 0, 4], end_indices=[2, 3, 4, 8], strides=[1, 1, 1, 1])
@@ -87,6 +124,8 @@ CASES = {
     "sum_then_squeeze": (sum_then_squeeze, sum_then_squeeze_inputs),
     "slice_reshape_squeeze": (slice_reshape_squeeze, slice_reshape_squeeze_inputs),
     "cat_with_empty_symbolic": (cat_with_empty_symbolic, cat_inputs),
+    "batch_of_one_softmax_and_squeeze": (batch_of_one_softmax_and_squeeze, batch_of_one_inputs),
+    "permuted_column_softmax_and_max": (permuted_column_softmax_and_max, permuted_column_inputs),
     "cat_with_empty_static": (cat_with_empty_static, cat_inputs),
 }
 
