@@ -142,3 +142,19 @@ def test_a_double_rounds_to_half_once_and_to_bfloat16_as_the_reference():
         _host(bf16, DataType.BFloat16).astype(np.float64), x.astype(DataType.BFloat16.numpy).astype(np.float64)
     )
     assert float(_host(bf16, DataType.BFloat16)[1]) == 1.0
+
+
+@pytest.mark.parametrize("n", [5, 1001])
+def test_a_permuted_input_read_through_a_reshape_loads_no_scattered_vector(n):
+    # CPU fuzzer seed 47 case 952: a column-major bf16 [2, n] compared in logical order
+    # (reshaped) with its permute; the reshaped path's copy was a vector load of elements
+    # that are not neighbours in memory (misaligned on the H100)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[2, -1], contiguity=[True, True], dtype=DataType.BFloat16, stride_order=[0, 1])
+        t1 = fd.ops.permute(t0, dims=[1, 0])
+        t3 = fd.ops.reshape(fd.ops.reshape(t0, new_shape=[2 * n]), new_shape=[n, 2])
+        fd.add_output(fd.ops.eq(t3, t1))
+        fd.add_output(fd.ops.add(t3, t1))
+
+    x = np.random.default_rng(952).standard_normal((n, 2)).astype(DataType.BFloat16.numpy).T
+    _against_reference(build, [x])

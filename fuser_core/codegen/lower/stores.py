@@ -95,10 +95,19 @@ class Stores(Reductions):
 
     def _lanes_advance(self, tv: TensorView, source: TensorView, inst: Instance) -> bool:
         """Whether the element of `source` that `inst` of its copy `tv` reads moves with the
-        copy's vector lane (its innermost loop)."""
+        copy's vector lane (its innermost loop), one element a lane. At the copy's own
+        coordinates (up to how mapped extents are spelled) the scheduler's vectorization
+        says so. At a consumer's other coordinates (a reshape of a permuted input, read in
+        logical order), only an index that is the lane plus terms without it does: the
+        lanes of `k / 5 + (k % 5) * 2` are not one vector."""
         read = self.producer_instance(tv.definition, tv, inst, source)
         lane = loop_var(tv.loop[-1]).name
-        return lane in _loop_vars(self.global_index(source, read.coords))
+        index = self.global_index(source, read.coords)
+        if lane not in _loop_vars(index):
+            return False
+        own = self.own_instance(tv).coords
+        same = [self.same_extent(c) for c in inst.coords] == [self.same_extent(c) for c in own]
+        return same or _lane_plus_rest(index, lane)
 
     def _store_shared(self, tv: TensorView, inst: Instance) -> None:
         name = f"T{tv.name}"
@@ -150,3 +159,20 @@ class Stores(Reductions):
             return
         with self._predicated(inst.valid):
             self._emit(k.Store(name, self._slot(tv), self.value_of_definition(tv, inst)))
+
+
+def _lane_plus_rest(index: k.Node, lane: str) -> bool:
+    """Whether `index` is a sum and difference of terms with the loop index `lane` as one
+    term, added, and no other term reading it."""
+    terms, stack = [], [(index, 1)]
+    while stack:
+        node, sign = stack.pop()
+        if isinstance(node, k.Bin) and node.op in ("+", "-"):
+            stack += [(node.a, sign), (node.b, sign if node.op == "+" else -sign)]
+        else:
+            terms.append((node, sign))
+    with_lane = [(t, sign) for t, sign in terms if lane in _loop_vars(t)]
+    if len(with_lane) != 1:
+        return False
+    term, sign = with_lane[0]
+    return isinstance(term, k.Var) and term.name == lane and sign == 1

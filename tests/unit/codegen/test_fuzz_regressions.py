@@ -8,6 +8,7 @@ import math
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -756,6 +757,30 @@ def test_an_input_also_read_through_a_broadcast_along_the_vector_axis_is_read_el
     out, flat = _check(build, [x])
     np.testing.assert_array_equal(out, x[:, None, :] | x.reshape(6)[None, :, None])
     np.testing.assert_array_equal(flat, x.reshape(6))
+
+
+def test_a_permuted_input_read_through_a_reshape_in_logical_order_is_read_element_by_element():
+    # x [2, 5] stored column-major, compared with reshape(reshape(x, [10]), [5, 2]) against
+    # permute(x) [5, 2]: the vectors walk x's storage order, which the permute reads, so
+    # the copy of x is loaded in vectors there; the reshaped path reads x in logical order
+    # (k / 5 + (k % 5) * 2 for element k) and its copy was loaded in vectors too: lanes that
+    # are not neighbours in memory (misaligned; CPU fuzzer seed 47 case 952)
+    def build(fd):
+        t0 = fd.define_tensor(shape=[2, -1], contiguity=[True, True], dtype=DataType.BFloat16, stride_order=[0, 1])
+        t1 = fd.ops.permute(t0, dims=[1, 0])
+        t3 = fd.ops.reshape(fd.ops.reshape(t0, new_shape=[10]), new_shape=[5, 2])
+        fd.add_output(fd.ops.eq(t3, t1))
+
+    x = RNG.standard_normal((5, 2)).astype(ml_dtypes.bfloat16).T
+    x[1, 2] = x[1, 0]  # so that one element besides the corners compares equal
+    runtime, _ = _runtime(build, [x])
+    assert runtime.segmented.groups[0].params.vectorize == 2
+    (group,) = runtime.segmented.groups
+    kernel = lower_group(group.fusion, "k", index_dtype(runtime.signature.index_type))
+    assert any(isinstance(s, VectorCopy) and s.src == "T0" for s in walk(kernel.body))  # the permuted path
+    (same,) = _check(build, [x])
+    np.testing.assert_array_equal(same, x.reshape(10).reshape(5, 2) == x.T)
+    assert same.any() and not same.all()
 
 
 def test_an_output_without_a_reductions_vector_axis_is_stored_element_by_element():
