@@ -162,17 +162,59 @@ class Stores(Reductions):
 
 
 def _lane_plus_rest(index: k.Node, lane: str) -> bool:
-    """Whether `index` is a sum and difference of terms with the loop index `lane` as one
-    term, added, and no other term reading it."""
-    terms, stack = [], [(index, 1)]
+    """Whether `index` moves one element a lane: a sum and difference of terms where one
+    term, added, is the loop index `lane` (or such a sum wrapped around an extent, the
+    `(flat + lane) % n` of a broadcast bias read along a flattened axis), and every other
+    term reads the lane only inside a quotient (`(flat + lane) / n`: the vector does not
+    cross n, whose divisibility by the width the launch checks). The lanes of
+    `k / 5 + (k % 5) * 2` (a permuted input read in logical order) are not one vector."""
+    advancing = 0
+    for term, sign in _sum_terms(index):
+        if lane not in _loop_vars(term) or _lane_only_in_quotients(term, lane):
+            continue
+        if sign != 1 or not _advances(term, lane):
+            return False
+        advancing += 1
+    return advancing == 1
+
+
+def _sum_terms(node: k.Node) -> list[tuple[k.Node, int]]:
+    terms, stack = [], [(node, 1)]
     while stack:
         node, sign = stack.pop()
+        node = _uncast(node)
         if isinstance(node, k.Bin) and node.op in ("+", "-"):
             stack += [(node.a, sign), (node.b, sign if node.op == "+" else -sign)]
         else:
             terms.append((node, sign))
-    with_lane = [(t, sign) for t, sign in terms if lane in _loop_vars(t)]
-    if len(with_lane) != 1:
-        return False
-    term, sign = with_lane[0]
-    return isinstance(term, k.Var) and term.name == lane and sign == 1
+    return terms
+
+
+def _uncast(node: k.Node) -> k.Node:
+    while isinstance(node, k.Cast):
+        node = node.a
+    return node
+
+
+def _advances(term: k.Node, lane: str) -> bool:
+    term = _uncast(term)
+    if isinstance(term, k.Var):
+        return term.name == lane
+    if isinstance(term, k.Bin) and term.op == "%" and lane not in _loop_vars(term.b):
+        return _lane_plus_rest(term.a, lane)
+    return False
+
+
+def _lane_only_in_quotients(node: k.Node, lane: str) -> bool:
+    node = _uncast(node)
+    if isinstance(node, k.Var):
+        return node.name != lane
+    if isinstance(node, k.Bin):
+        if node.op == "/":
+            return lane not in _loop_vars(node.b)
+        return _lane_only_in_quotients(node.a, lane) and _lane_only_in_quotients(node.b, lane)
+    if isinstance(node, k.Un):
+        return _lane_only_in_quotients(node.a, lane)
+    if isinstance(node, k.Call):
+        return all(_lane_only_in_quotients(a, lane) for a in node.args)
+    return lane not in _loop_vars(node)

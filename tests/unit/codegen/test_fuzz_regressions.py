@@ -783,6 +783,31 @@ def test_a_permuted_input_read_through_a_reshape_in_logical_order_is_read_elemen
     assert same.any() and not same.all()
 
 
+@pytest.mark.parametrize("rows, hidden", [(6, 1000), (64, 768)])
+def test_a_bias_read_along_a_flattened_axis_is_still_loaded_in_vectors(rows, hidden):
+    # x [rows, hidden] + b[hidden] under the 1-D pointwise schedule (break_point 0): the
+    # bias's copy is read at (flat + lane) % hidden, not at its own coordinates; its lanes
+    # are neighbours (hidden is a multiple of the width), so it stays one vector load
+    # (the check above must not take it for a scattered read)
+    def build(fd):
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16)
+        b = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.BFloat16)
+        bias = fd.ops.broadcast_in_dim(b, shape=x.shape(), broadcast_dims=[1])
+        total = fd.ops.add(fd.ops.cast(x, DataType.Float), fd.ops.cast(bias, DataType.Float))
+        fd.add_output(fd.ops.cast(total, DataType.BFloat16))
+
+    x = RNG.standard_normal((rows, hidden)).astype(ml_dtypes.bfloat16)
+    b = RNG.standard_normal(hidden).astype(ml_dtypes.bfloat16)
+    runtime, _ = _runtime(build, [x, b])
+    (group,) = runtime.segmented.groups
+    assert (group.params.break_point, group.params.vectorize) == (0, 8)
+    kernel = lower_group(group.fusion, "k", index_dtype(runtime.signature.index_type))
+    assert {s.src for s in walk(kernel.body) if isinstance(s, VectorCopy)} >= {"T0", "T1"}
+    (out,) = _check(build, [x, b])
+    want = (x.astype(np.float32) + b.astype(np.float32)).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
+
+
 def test_an_output_without_a_reductions_vector_axis_is_stored_element_by_element():
     # min(y, 5) [129, 2] is an output beside the sum over dim 1 of x [129, 2, 2] plus its
     # broadcast: the outer sum's vectors walk x's inner 2, which the output lacks, so its
