@@ -80,7 +80,7 @@ def _shares_loops(tv: TensorView) -> list[str]:
     problems = []
     consumers = [o for use in tv.uses for o in use.outputs if isinstance(o, TensorView)]
     for consumer in consumers:
-        shared, _ = matched_positions(tv, consumer)
+        shared = matched_positions(tv, consumer)
         if shared < tv.compute_at_pos:
             problems.append(
                 f"T{tv.name} is inlined at {tv.compute_at_pos} but shares only {shared} "

@@ -224,23 +224,23 @@ def parallelize_like_reference(tensors: Sequence[TensorView], vectorized: set[in
             dim.parallel_type = kind
 
 
-def matched_positions(producer: TensorView, consumer: TensorView) -> tuple[int, int]:
+def matched_positions(producer: TensorView, consumer: TensorView) -> int:
     """How many outer loop IDs of `producer` have a counterpart, in order, in
-    `consumer`'s loop domain, and the consumer position reached. Broadcast loops one side
-    lacks are stepped over: the consumer's (the producer is computed inside them), and
-    the producer's size-1 ones a squeeze dropped (the consumer is emitted inside them)."""
-    j = reached = 0
-    count = 0
+    `consumer`'s loop domain (`matched_positions_prefix` gives the consumer position they
+    reach). Broadcast loops one side lacks are stepped over: the consumer's (the producer
+    is computed inside them), and the producer's size-1 ones a squeeze dropped (the
+    consumer is emitted inside them); those count only before a shared loop."""
+    j = count = 0
     for position, dim in enumerate(producer.loop):
         target = origin(dim)
         while j < len(consumer.loop) and origin(consumer.loop[j]) is not target and consumer.loop[j].is_broadcast:
             j += 1
         if j < len(consumer.loop) and origin(consumer.loop[j]) is target:
             j += 1
-            count, reached = position + 1, j  # squeezed loops count only before a shared one
+            count = position + 1
         elif not _squeezed_away(dim, consumer):
             break
-    return count, reached
+    return count
 
 
 def _squeezed_away(dim: IterDomain, consumer: TensorView) -> bool:
@@ -268,8 +268,7 @@ def inline_most(tensors: Sequence[TensorView], limits: dict[int, int], fusion_in
         if not consumers:
             continue
         limit = min(limits.get(tv.name, len(tv.loop)), _own_reduction_limit(tv))
-        matches = [matched_positions(tv, c) for c in consumers]
-        position = min([limit] + [m[0] for m in matches])
+        position = min([limit] + [matched_positions(tv, c) for c in consumers])
         tv.compute_at_pos = position
         for consumer in consumers:
             produced_at = matched_positions_prefix(tv, consumer, position)

@@ -123,23 +123,28 @@ def _loads_first(stmts: list[k.Stmt], grown: set[str], globals_: set[str]) -> tu
 
     A load reads global memory and nothing the loop writes, and writes only grown arrays
     that no other statement writes and no statement before it reads."""
-    written = {name for s in stmts for name in stmt_writes(s)} | grown
+    writes_of = [stmt_writes(s) for s in stmts]
+    written = set().union(grown, *writes_of)
     loads: list[k.Stmt] = []
     rest: list[k.Stmt] = []
-    for stmt in stmts:
+    read_by_rest: set[str] = set()
+    for position, stmt in enumerate(stmts):
         own = {s.buffer for s in k.walk([stmt]) if isinstance(s, k.Alloc)}
         own |= {s.var.name for s in k.walk([stmt]) if isinstance(s, k.Define)}
-        reads, writes = stmt_reads(stmt) - own, stmt_writes(stmt) - own
-        others = [s for s in stmts if s is not stmt]
+        reads, writes = stmt_reads(stmt) - own, writes_of[position] - own
         is_load = (
             bool(reads & globals_)
             and bool(writes)
             and writes <= grown
             and not reads & written  # global tensors too: an output stored earlier in the row
-            and not any(stmt_writes(s) & writes for s in others)
-            and not any(stmt_reads(s) & writes for s in rest)
+            and not any(w & writes for other, w in enumerate(writes_of) if other != position)
+            and not read_by_rest & writes
         )
-        (loads if is_load else rest).append(stmt)
+        if is_load:
+            loads.append(stmt)
+        else:
+            rest.append(stmt)
+            read_by_rest |= stmt_reads(stmt)
     return (loads, rest) if rest else ([], loads)
 
 

@@ -166,8 +166,9 @@ def _lane_plus_rest(index: k.Node, lane: str) -> bool:
     term, added, is the loop index `lane` (or such a sum wrapped around an extent, the
     `(flat + lane) % n` of a broadcast bias read along a flattened axis), and every other
     term reads the lane only inside a quotient (`(flat + lane) / n`: the vector does not
-    cross n, whose divisibility by the width the launch checks). The lanes of
-    `k / 5 + (k % 5) * 2` (a permuted input read in logical order) are not one vector."""
+    cross n where the width divides it, as `common.vector_width` makes it divide the
+    innermost extents; not proven here). The lanes of `k / 5 + (k % 5) * 2` (a permuted
+    input read in logical order) are not one vector."""
     advancing = 0
     for term, sign in _sum_terms(index):
         if lane not in _loop_vars(term) or _lane_only_in_quotients(term, lane):
