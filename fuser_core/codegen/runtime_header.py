@@ -251,6 +251,7 @@ __device__ __forceinline__ T blockReduce(T value, T* scratch, Op op) {
   }
   unsigned rank, size, group;
   reductionGroup<RX, RY, RZ>(rank, size, group);
+  if (size == 1) return value;  // reduced thread axes of extent 1 (the same in every thread)
   T* mine = scratch + group * size;
   __syncthreads();
   mine[rank] = value;
@@ -302,6 +303,7 @@ __device__ __forceinline__ void blockWelford(T& avg, T& m2, N& n, T* s_avg, T* s
   }
   unsigned rank, size, group;
   reductionGroup<RX, RY, RZ>(rank, size, group);
+  if (size == 1) return;  // reduced thread axes of extent 1 (the same in every thread)
   const unsigned base = group * size;
   __syncthreads();
   s_avg[base + rank] = avg; s_m2[base + rank] = m2; s_n[base + rank] = n;
@@ -393,20 +395,30 @@ __device__ __forceinline__ void gridArriveGroup(int* semaphores, bool& group_las
 }
 
 // In a group's last block: its group's partials folded, in rank order, into the slots of
-// its first rank.
+// its first rank. The slots are walked outermost and every value of a slot is loaded at
+// once, so a thread waits for one L2 round trip a slot, not one a partial: this fold and
+// gridCombine's are on the kernel's critical path (the last block to finish its rows
+// waits through both), and layer_norm_bwd's 2 x 8 values a thread took about 30 us
+// there. Each value is still combined in rank order. Not unrolled further: unrolling the
+// slots by 4 cost that kernel 20 us (its row loop, at the register limit, got slower).
 template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename Op>
 __device__ __forceinline__ void gridCombineGroup(T* work, Op op) {
   const GridSlot<BX, BY, BZ> g;
   const unsigned fan = gridFan(g.blocks), first = (g.rank / fan) * fan;
   if (fan == g.blocks) return;  // one group: the last block combines every partial itself
   const unsigned members = min(fan, g.blocks - first);
+  T* at = work + g.first + static_cast<unsigned long long>(first) * g.threads;
+  T result[COUNT];
 #pragma unroll
-  for (int c = 0; c < COUNT; ++c) {
-    T* at = work + c * g.stride + g.first + static_cast<unsigned long long>(first) * g.threads;
-    T result = loadGlobalCoherent(at);
-    for (unsigned b = 1; b < members; ++b) result = op(result, loadGlobalCoherent(at + b * g.threads));
-    *at = result;
+  for (int c = 0; c < COUNT; ++c) result[c] = loadGlobalCoherent(at + c * g.stride);
+#pragma unroll 1
+  for (unsigned b = 1; b < members; ++b) {
+    const T* other = at + static_cast<unsigned long long>(b) * g.threads;
+#pragma unroll
+    for (int c = 0; c < COUNT; ++c) result[c] = op(result[c], loadGlobalCoherent(other + c * g.stride));
   }
+#pragma unroll
+  for (int c = 0; c < COUNT; ++c) at[c * g.stride] = result[c];
 }
 
 template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename N>
@@ -415,17 +427,27 @@ __device__ __forceinline__ void gridWelfordCombineGroup(T* w_avg, T* w_m2, N* w_
   const unsigned fan = gridFan(g.blocks), first = (g.rank / fan) * fan;
   if (fan == g.blocks) return;  // one group: the last block combines every partial itself
   const unsigned members = min(fan, g.blocks - first);
+  const unsigned long long at = g.first + static_cast<unsigned long long>(first) * g.threads;
+  T a[COUNT], m[COUNT];
+  N count[COUNT];
 #pragma unroll
   for (int c = 0; c < COUNT; ++c) {
-    const unsigned long long at = c * g.stride + g.first + static_cast<unsigned long long>(first) * g.threads;
-    T a = loadGlobalCoherent(w_avg + at), m = loadGlobalCoherent(w_m2 + at);
-    N count = loadGlobalCoherent(w_n + at);
-    for (unsigned b = 1; b < members; ++b) {
-      const unsigned long long other = at + b * g.threads;
-      welfordCombine(a, m, count, loadGlobalCoherent(w_avg + other), loadGlobalCoherent(w_m2 + other),
-                     loadGlobalCoherent(w_n + other));
+    a[c] = loadGlobalCoherent(w_avg + at + c * g.stride);
+    m[c] = loadGlobalCoherent(w_m2 + at + c * g.stride);
+    count[c] = loadGlobalCoherent(w_n + at + c * g.stride);
+  }
+#pragma unroll 1
+  for (unsigned b = 1; b < members; ++b) {
+    const unsigned long long other = at + static_cast<unsigned long long>(b) * g.threads;
+#pragma unroll
+    for (int c = 0; c < COUNT; ++c) {
+      welfordCombine(a[c], m[c], count[c], loadGlobalCoherent(w_avg + other + c * g.stride),
+                     loadGlobalCoherent(w_m2 + other + c * g.stride), loadGlobalCoherent(w_n + other + c * g.stride));
     }
-    w_avg[at] = a; w_m2[at] = m; w_n[at] = count;
+  }
+#pragma unroll
+  for (int c = 0; c < COUNT; ++c) {
+    w_avg[at + c * g.stride] = a[c]; w_m2[at + c * g.stride] = m[c]; w_n[at + c * g.stride] = count[c];
   }
 }
 
@@ -452,7 +474,8 @@ __device__ __forceinline__ void gridArriveTop(int* semaphores, bool group_last, 
   if (last) __threadfence();
 }
 
-// In the last block: values[0..COUNT) become the combination of the groups' slots.
+// In the last block: values[0..COUNT) become the combination of the groups' slots, walked
+// as gridCombineGroup walks its group's.
 template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename Op>
 __device__ __forceinline__ void gridCombine(T* values, const T* work, Op op) {
   const GridSlot<BX, BY, BZ> g;
@@ -460,12 +483,14 @@ __device__ __forceinline__ void gridCombine(T* values, const T* work, Op op) {
   const unsigned fan = gridFan(g.blocks), groups = (g.blocks + fan - 1) / fan;
   const unsigned count = groups == 1 ? g.blocks : groups;
   const unsigned long long step = static_cast<unsigned long long>(groups == 1 ? 1 : fan) * g.threads;
+  const T* at = work + g.first;
 #pragma unroll
-  for (int c = 0; c < COUNT; ++c) {
-    const T* at = work + c * g.stride + g.first;
-    T result = loadGlobalCoherent(at);
-    for (unsigned i = 1; i < count; ++i) result = op(result, loadGlobalCoherent(at + i * step));
-    values[c] = result;
+  for (int c = 0; c < COUNT; ++c) values[c] = loadGlobalCoherent(at + c * g.stride);
+#pragma unroll 1
+  for (unsigned i = 1; i < count; ++i) {
+    const T* other = at + i * step;
+#pragma unroll
+    for (int c = 0; c < COUNT; ++c) values[c] = op(values[c], loadGlobalCoherent(other + c * g.stride));
   }
 }
 
@@ -598,7 +623,8 @@ __device__ __forceinline__ void blockReduceGroup(T* a, T* b, T* scratch, OpA op_
   }
 }
 
-// Welford's (avg, M2, N) partials combined across blocks, in the last block (Chan's rule).
+// Welford's (avg, M2, N) partials combined across blocks, in the last block (Chan's rule),
+// slots outermost as in gridCombine.
 template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename N>
 __device__ __forceinline__ void gridWelfordCombine(T* avg, T* m2, N* n, const T* w_avg, const T* w_m2, const N* w_n) {
   const GridSlot<BX, BY, BZ> g;
@@ -608,14 +634,16 @@ __device__ __forceinline__ void gridWelfordCombine(T* avg, T* m2, N* n, const T*
 #pragma unroll
   for (int c = 0; c < COUNT; ++c) {
     const unsigned long long at = c * g.stride + g.first;
-    T a = loadGlobalCoherent(w_avg + at), m = loadGlobalCoherent(w_m2 + at);
-    N count = loadGlobalCoherent(w_n + at);
-    for (unsigned i = 1; i < parts; ++i) {
-      const unsigned long long other = at + i * step;
-      welfordCombine(a, m, count, loadGlobalCoherent(w_avg + other), loadGlobalCoherent(w_m2 + other),
+    avg[c] = loadGlobalCoherent(w_avg + at); m2[c] = loadGlobalCoherent(w_m2 + at); n[c] = loadGlobalCoherent(w_n + at);
+  }
+#pragma unroll 1
+  for (unsigned i = 1; i < parts; ++i) {
+#pragma unroll
+    for (int c = 0; c < COUNT; ++c) {
+      const unsigned long long other = c * g.stride + g.first + i * step;
+      welfordCombine(avg[c], m2[c], n[c], loadGlobalCoherent(w_avg + other), loadGlobalCoherent(w_m2 + other),
                      loadGlobalCoherent(w_n + other));
     }
-    avg[c] = a; m2[c] = m; n[c] = count;
   }
 }
 // ---- end of runtime header ----

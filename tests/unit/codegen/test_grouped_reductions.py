@@ -115,6 +115,15 @@ def column_sum_of_many_blocks(fd):
     fd.add_output(fd.ops.sum(t0, [0]))
 
 
+def var_mean_of_many_blocks(fd):
+    """var_mean down 8 tall columns over more than 64 blocks: a grid Welford of 4 values a
+    thread, combined in two levels (each slot's values loaded together)."""
+    t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+    var, mean = fd.ops.var_mean(t0, [0])
+    fd.add_output(var)
+    fd.add_output(mean)
+
+
 def welford_and_sum_grid(fd):
     t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
     var, mean = fd.ops.var_mean(t0, [1])
@@ -161,6 +170,7 @@ CASES = {
     "welford_and_sum_grid": (welford_and_sum_grid, lambda: [_rand(4, 100000)]),
     "layer_norm_backward": (layer_norm_backward, _layer_norm_backward_inputs),
     "column_sum_of_many_blocks": (column_sum_of_many_blocks, lambda: [_rand(200000, 4)]),
+    "var_mean_of_many_blocks": (var_mean_of_many_blocks, lambda: [_rand(100000, 8)]),
     "sum_and_its_input_reshaped": (
         sum_and_its_input_reshaped,
         lambda: [_rand(1025, dtype=np.float16), _rand(1025, dtype=np.float16)],
