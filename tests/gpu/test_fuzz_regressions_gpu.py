@@ -158,3 +158,29 @@ def test_a_permuted_input_read_through_a_reshape_loads_no_scattered_vector(n):
 
     x = np.random.default_rng(952).standard_normal((n, 2)).astype(DataType.BFloat16.numpy).T
     _against_reference(build, [x])
+
+
+def test_an_output_of_a_hoisted_load_beside_a_grid_sum_runs_as_one_kernel():
+    # seed 68 case 273: the [1, 1, 1] input's output was emitted between the grid sum's
+    # serial partial and the grid reduction; codegen refused and the group ran on the host
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, 1, -1], contiguity=[True, None, True], dtype=DataType.Half)
+        t1 = fd.define_tensor(shape=[1, 1, 1], contiguity=[None, None, None], dtype=DataType.Int32)
+        fd.add_output(fd.ops.sum(fd.ops.pad(t0, pad_widths=[3, -1], value=-1.25), dims=[0]))
+        fd.add_output(fd.ops.bitwise_not(fd.ops.stride_order(t1, stride_order=[2, 0, 1])))
+
+    rng = np.random.default_rng(273)
+    x = (rng.standard_normal((100000, 1, 31)) * 0.5).astype(np.float16)
+    m = np.array([[[7]]], dtype=np.int32)
+    with FusionDefinition() as fd:
+        build(fd)
+    with use_options(backend="cuda"):
+        total, inverted = fd.execute([_to_device(x), _to_device(m)])
+    runtime = fd.executor_cache.last_runtime
+    assert group_lowering.lowered_groups(runtime.segmented, runtime.name, runtime.signature.index_type)[1] == {}
+    padded = np.pad(x[..., :-1].astype(np.float64), ((0, 0), (0, 0), (3, 0)), constant_values=-1.25)
+    # a float sum rounded once to half: within a half step of the exact sum
+    np.testing.assert_allclose(
+        _host(total, DataType.Half).astype(np.float64), padded.sum(axis=0), rtol=2**-10, atol=0.05
+    )
+    assert _host(inverted, DataType.Int32).reshape(-1).tolist() == [~7]

@@ -19,20 +19,31 @@ def _hoisted(materialized: list[TensorView], per_row_loads: frozenset[int] = fro
     outside the loops their consumers run inside them, one value a row) come next."""
     names = {tv.name for tv in materialized}
 
-    def depends_on_loops(tv: TensorView) -> bool:
+    def depends_on_loops(tv: TensorView, hoisted: set[int]) -> bool:
         stack = [v for v in (tv.definition.inputs if tv.definition else []) if isinstance(v, TensorView)]
         while stack:
             val = stack.pop()
+            if val.name in hoisted:
+                continue
             if val.name in names:
                 return True
             if val.definition is not None:
                 # A Welford's count or variance is materialized as its average is.
-                if any(o.name in names for o in val.definition.outputs if isinstance(o, TensorView)):
+                outputs = [o for o in val.definition.outputs if isinstance(o, TensorView)]
+                if any(o.name in names and o.name not in hoisted for o in outputs):
                     return True
                 stack.extend(v for v in val.definition.inputs if isinstance(v, TensorView))
         return False
 
-    first = [tv for tv in materialized if tv.compute_at_pos == 0 and not depends_on_loops(tv)]
+    # What is computed outside every loop from those alone goes with them (fuzzer seed 68
+    # case 273: an output copied from a hoisted [1, 1, 1] load, emitted between a grid
+    # reduction's serial partial and the grid reduction, closed the loops they share).
+    first: list[TensorView] = []
+    hoisted: set[int] = set()
+    for tv in materialized:
+        if tv.compute_at_pos == 0 and not depends_on_loops(tv, hoisted):
+            first.append(tv)
+            hoisted.add(tv.name)
     # Then every load of an input that a reduction reads, made outside every serial loop (a
     # persistent kernel's row): all of a row's loads are in flight together before the first
     # reduction, instead of one memory round trip per reduction (layer norm's backward read

@@ -1079,3 +1079,31 @@ def test_rows_of_a_view_across_the_input_rows_reshaped_back_stay_one_persistent_
     (out,) = _check(build, [x])
     rows = x.reshape(48, 128)
     np.testing.assert_allclose(out, (rows - rows.mean(axis=1, keepdims=True)).reshape(64, 96) + x, rtol=1e-5, atol=1e-5)
+
+
+# -- seed 68 on the GPU: case 273 ---------------------------------------------------------
+
+
+def output_of_a_hoisted_load_beside_a_grid_sum(fd):
+    """A sum down a padded [N, 1, 31] half (a grid reduction: few columns, many rows) beside
+    an output computed from a [1, 1, 1] input alone."""
+    t0 = fd.define_tensor(shape=[-1, 1, -1], contiguity=[True, None, True], dtype=DataType.Half)
+    t1 = fd.define_tensor(shape=[1, 1, 1], contiguity=[None, None, None], dtype=DataType.Int32)
+    fd.add_output(fd.ops.sum(fd.ops.pad(t0, pad_widths=[3, -1], value=-1.25), dims=[0]))
+    fd.add_output(fd.ops.bitwise_not(fd.ops.stride_order(t1, stride_order=[2, 0, 1])))
+
+
+def test_an_output_of_a_hoisted_load_goes_before_the_loops_a_grid_reduction_shares():
+    # The [1, 1, 1] copy and its output were emitted between the grid reduction's serial
+    # partial and the grid reduction, closing the loops they share: codegen refused ("T11
+    # would be read outside the loops that compute it") and the group ran on the host.
+    # What is computed outside every loop from hoisted loads alone is now hoisted with them.
+    x = (RNG.standard_normal((1025, 1, 31)) * 0.5).astype(np.float16)
+    m = np.array([[[7]]], dtype=np.int32)
+    runtime, _ = _runtime(output_of_a_hoisted_load_beside_a_grid_sum, [x, m])
+    _, refused = lowered_groups(runtime.segmented, runtime.name, "int32")
+    assert not refused and [g.scheduler.value for g in runtime.segmented.groups] == ["reduction"]
+    total, inverted = _check(output_of_a_hoisted_load_beside_a_grid_sum, [x, m])
+    padded = np.pad(x[..., :-1].astype(np.float64), ((0, 0), (0, 0), (3, 0)), constant_values=-1.25)
+    np.testing.assert_allclose(total.astype(np.float64), padded.sum(axis=0), rtol=2e-3, atol=0.1)
+    assert inverted.reshape(-1).tolist() == [~7]
