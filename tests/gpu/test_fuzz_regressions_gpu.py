@@ -170,7 +170,7 @@ def test_an_output_of_a_hoisted_load_beside_a_grid_sum_runs_as_one_kernel():
         fd.add_output(fd.ops.bitwise_not(fd.ops.stride_order(t1, stride_order=[2, 0, 1])))
 
     rng = np.random.default_rng(273)
-    x = (rng.standard_normal((100000, 1, 31)) * 0.5).astype(np.float16)
+    x = (rng.standard_normal((20000, 1, 31)) * 0.5).astype(np.float16)  # sums stay in half range
     m = np.array([[[7]]], dtype=np.int32)
     with FusionDefinition() as fd:
         build(fd)
