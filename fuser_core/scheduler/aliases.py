@@ -1,4 +1,4 @@
-"""Outputs that are views of a fusion input (nvFuser's alias analysis, its simplest case).
+"""Outputs that are views of an input (nvFuser's alias analysis, its simplest case).
 
 A chain of reshapes, squeezes and broadcasts of a dense input laid out in its logical
 order moves no element in memory, so its result is the input's storage seen with

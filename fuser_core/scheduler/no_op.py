@@ -1,6 +1,8 @@
 """The no_op scheduler: a group needs no kernel when its outputs hold no element, or
-when each output is a view of a fusion input's storage (a reshape, squeeze or
-broadcast of a dense input: nvFuser's aliased outputs, computed by pointer arithmetic)."""
+when each output is a view of a group input's storage (a reshape, squeeze or
+broadcast of a dense input: nvFuser's aliased outputs, computed by pointer arithmetic).
+The input may be the fusion's or a result another group wrote: a reshape after a
+normalization is a view of the normalization kernel's output, not a copy kernel."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ class NoOpScheduler:
         return None
 
     def run_time_check(self, group: GroupView, info: RuntimeInfo) -> Rejection | None:
-        if group.outputs and all(view_of_fusion_input(tv, group) is not None for tv in group.outputs):
+        if group.outputs and all(view_of_group_input(tv, group) is not None for tv in group.outputs):
             return None
         for tv in group.outputs:
             if info.numel(tv) != 0:
@@ -39,7 +41,6 @@ class NoOpScheduler:
         return ScheduleRecord(notes=["every output is empty: nothing to compute"])
 
 
-def view_of_fusion_input(tv: TensorView, group: GroupView) -> TensorView | None:
-    """The fusion input whose storage the group output `tv` is a view of, or None."""
-    source = aliased_input(tv, group.inputs)
-    return source if source is not None and source in source.fusion.inputs else None
+def view_of_group_input(tv: TensorView, group: GroupView) -> TensorView | None:
+    """The group input whose storage the group output `tv` is a view of, or None."""
+    return aliased_input(tv, group.inputs)

@@ -115,3 +115,19 @@ def test_a_cupy_output_the_caller_dropped_is_given_again_and_a_reachable_one_is_
             if isinstance(kept, cupy.ndarray) and kept.shape == (63, 256):
                 np.testing.assert_array_equal(kept.get(), host[1:])  # untouched
             del kept
+
+
+def test_a_reshape_of_a_kernel_result_launches_no_second_kernel() -> None:
+    import cupy
+
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        e = fd.ops.exp(fd.ops.sub(x, fd.ops.max(x, [1], keepdim=True)))
+        fd.add_output(fd.ops.reshape(fd.ops.div(e, fd.ops.sum(e, [1], keepdim=True)), [-1]))
+    a = np.random.default_rng(5).standard_normal((512, 1000)).astype(np.float32)
+    with use_options(backend="cuda"):
+        (out,) = fd.execute([cupy.asarray(a)])
+        report = fd._executor.last_report  # type: ignore[union-attr]
+    assert len(report.launches) == 1  # the softmax; the reshape is a view of its result
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(out.get(), (e / e.sum(axis=1, keepdims=True)).reshape(-1), rtol=1e-5, atol=1e-7)

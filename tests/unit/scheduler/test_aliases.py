@@ -1,5 +1,6 @@
-"""Outputs that are views of a fusion input go to the no_op scheduler (no kernel), as
-nvFuser's alias analysis sends them; anything that moves elements does not."""
+"""Outputs that are views of a group input (a fusion input, or a result another kernel
+wrote) go to the no_op scheduler (no kernel), as nvFuser's alias analysis sends them;
+anything that moves elements does not."""
 
 from __future__ import annotations
 
@@ -60,3 +61,21 @@ def test_what_moves_or_computes_elements_is_not_a_view(case: str) -> None:
     if case == "permuted input layout":
         a = np.asfortranarray(a)
     assert "no_op" not in _schedulers(fd, [a])
+
+
+def test_a_reshape_of_a_kernel_result_is_a_view_of_it() -> None:
+    # A softmax reshaped to flat: the persistent kernel writes its result and the reshape
+    # is a view of that (nvFuser's no-op segment after a group norm whose reshape is moved
+    # to the output), not a second kernel copying it.
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        e = fd.ops.exp(fd.ops.sub(x, fd.ops.max(x, [1], keepdim=True)))
+        fd.add_output(fd.ops.reshape(fd.ops.div(e, fd.ops.sum(e, [1], keepdim=True)), [-1]))
+    a = np.random.default_rng(3).standard_normal((64, 48)).astype(np.float32)
+    runtime = fd.runtime_for([a])
+    persistent, view = runtime.segmented.groups
+    assert [persistent.scheduler.value, view.scheduler.value] == ["inner_persistent", "no_op"]
+    assert view.record is not None and any("is a view of" in note for note in view.record.notes)
+    (out,) = fd.execute([a])
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(out, (e / e.sum(axis=1, keepdims=True)).reshape(-1), rtol=1e-6)
