@@ -27,6 +27,7 @@ from fuser_core.options import EnableOption, current_options
 from fuser_core.runtime.arguments import TensorArg, bind_args
 from fuser_core.runtime.artifacts import LaunchRecord
 from fuser_core.runtime.device_arrays import device_array, on_host, to_torch
+from fuser_core.runtime.device_library import view_shapes
 from fuser_core.runtime.fast_path import FastPlan
 from fuser_core.runtime.fast_plan import make_fast_plan
 from fuser_core.runtime.generated_group import GeneratedGroup, complete_position, launch_record
@@ -214,11 +215,25 @@ class CudaExecutable:
 
     def _fast_plan(self, args: Sequence[Any]) -> FastPlan | None:
         generated = [step for step in self.steps if isinstance(step, GeneratedGroup)]
-        if len(generated) != len(self.steps) or self._needs_leaves:
+        if self._needs_leaves:
             return None
-        if any(getattr(step, "timing", False) for step in self.steps):  # a kernel choice still timing
+        if any(getattr(step, "timing", False) for step in generated):  # a kernel choice still timing
             return None
-        return make_fast_plan(generated, self.complete, args, self.cupy, self.device, self.log)
+        # Views (no_op groups) of what the kernels wrote, read by no kernel: returned as
+        # reshapes of it (a normalization's result reshaped back).
+        views: dict[int, tuple[int, tuple[int, ...]]] = {}
+        others = [step for step in self.steps if not isinstance(step, GeneratedGroup)]
+        if others:
+            if any(step.device_path != "view" for step in others):
+                return None
+            leaves = self._leaves(args)
+            for step in others:
+                for view, source, shape in view_shapes(step.fusion, leaves):
+                    views[view] = (source, shape)
+            read = {tv.name for step in generated for tv in step.inputs}
+            if read & views.keys():
+                return None
+        return make_fast_plan(generated, self.complete, args, self.cupy, self.device, self.log, views)
 
     def _output(self, out: Any, tensors: dict[int, Any]) -> Any:
         if isinstance(out, TensorView):

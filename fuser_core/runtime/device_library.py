@@ -70,13 +70,21 @@ def _view_sources(fusion: Fusion) -> list[tuple[TensorView, TensorView]] | None:
     return pairs or None
 
 
+def view_shapes(fusion: Fusion, leaves: dict[int, Any]) -> list[tuple[int, int, tuple[int, ...]]]:
+    """(output, the input it is a view of, the output's shape) by tensor name, for every
+    output of a "view" group."""
+    ev = bind_leaves(fusion, leaves)
+    return [
+        (view.name, source.name, tuple(int(ev.evaluate(d.maybe_expanded_extent)) for d in view.logical_no_reductions()))
+        for view, source in _view_sources(fusion) or []
+    ]
+
+
 def run_on_device(fusion: Fusion, path: str, tensors: dict[int, Any], cupy: Any, leaves: dict[int, Any]) -> None:
     """Compute the group's outputs into `tensors` (CuPy arrays by tensor name)."""
     if path == "view":
-        ev = bind_leaves(fusion, leaves)
-        for view, source in _view_sources(fusion) or []:
-            shape = [int(ev.evaluate(d.maybe_expanded_extent)) for d in view.logical_no_reductions()]
-            tensors[view.name] = tensors[source.name].reshape(shape)
+        for view, source, shape in view_shapes(fusion, leaves):
+            tensors[view] = tensors[source].reshape(shape)
     elif path == "torch":
         _run_through_torch(fusion, tensors, cupy, leaves)
     else:

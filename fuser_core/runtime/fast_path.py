@@ -167,10 +167,13 @@ class FastPlan:
         log: LaunchLog | None = None,
         inputs: Sequence[Any] = (),
         launch_kernel: Any = None,
+        result_shapes: Sequence[tuple[int, ...] | None] = (),
     ) -> None:
-        """`inputs`: the call's arguments the plan is made for (each tensor's framework
-        says how a replay reads its pointer); `launch_kernel`: CuPy's cuLaunchKernel
-        unless given (tests)."""
+        """`results`: the tensors (by name) the call returns; `result_shapes`: for each, the
+        shape it is returned in where it is a view of that tensor (a no_op group's reshape of a
+        kernel's output), else None; `inputs`: the call's arguments the plan is made for
+        (each tensor's framework says how a replay reads its pointer); `launch_kernel`:
+        CuPy's cuLaunchKernel unless given (tests)."""
         self.launches = launches
         self.log = log
         self._kernels = tuple(launch.kernel for launch in launches if launch.kernel is not None and _launched(launch))
@@ -211,6 +214,7 @@ class FastPlan:
             self._outputs.append(allocated)
         self._sources = [[slot_of[source] for source in launch.sources] for launch in launches]
         self._results = [slot_of[("tensor", name)] for name in results]
+        self._result_shapes = list(result_shapes) or [None] * len(results)
         lines, names = self._replay_source()
         self.source = "\n".join(lines)  # what `run` does, for a reader
         self.run = generated("run", self.source, names)
@@ -265,7 +269,10 @@ class FastPlan:
                     f"launch_kernel(function, {g[0]}, {g[1]}, {g[2]}, {b[0]}, {b[1]}, {b[2]}, {shared}, "
                     "stream_ptr, address, 0)"
                 )
-        results = ", ".join(f"a{slot}" for slot in self._results)
+        results = ", ".join(
+            f"a{slot}" if shape is None else f"a{slot}.reshape({shape})"
+            for slot, shape in zip(self._results, self._result_shapes, strict=True)
+        )
         if not named_log:
             return [*head, *(f"    {line}" for line in body), f"    return [{results}]"], names
         names["replayed"], names["kernels"] = self.log.replayed, self._kernels  # type: ignore[union-attr]

@@ -35,9 +35,12 @@ def make_fast_plan(
     cupy: Any,
     device: DeviceProperties,
     log: LaunchLog,
+    views: dict[int, tuple[int, tuple[int, ...]]] | None = None,
 ) -> FastPlan | None:
     """The plan of a call with `args` (None where an output is not written by a kernel, or
-    torch cannot hold an output's dtype). `steps` are all the groups, each with a kernel."""
+    torch cannot hold an output's dtype). `steps` are the groups with a kernel; `views`,
+    by tensor name, the outputs of the others: views (no_op groups) of another tensor,
+    as (that tensor's name, the view's shape), returned as a reshape of it."""
     positions = {v.name: p for p, v in enumerate(complete.inputs) if isinstance(v, TensorView)}
     torch_out = any(isinstance(a, TensorArg) and a.origin == "torch" for a in args)
     shapes: dict[int, tuple[int, ...]] = {}
@@ -74,10 +77,28 @@ def make_fast_plan(
         planned = planned_launch(cupy, step, sizes, alloc, values, positions, outputs)
         planned.kernel = step.fault_kernel(planned.params, bool(planned.checks))
         launches.append(planned)
-    results = [out.name for out in complete.outputs if isinstance(out, TensorView)]
-    if len(results) != len(complete.outputs) or any(name in positions for name in results):
+    views = views or {}
+    results: list[int] = []
+    result_shapes: list[tuple[int, ...] | None] = []
+    for out in complete.outputs:
+        if not isinstance(out, TensorView):
+            return None
+        written = out.name
+        while written in views:  # a view of a view: of the tensor a kernel wrote
+            written = views[written][0]
+        results.append(written)
+        result_shapes.append(views[out.name][1] if out.name in views else None)
+    if any(written in positions or written not in shapes for written in results):
         return None
-    plan = FastPlan(launches, results, torch_out, device, log, [getattr(a, "device", None) for a in args])
+    plan = FastPlan(
+        launches,
+        results,
+        torch_out,
+        device,
+        log,
+        [getattr(a, "device", None) for a in args],
+        result_shapes=result_shapes,
+    )
     if any(launch.workspaces for launch in launches):
         # Its work buffers and semaphores are this stream's: a launch on another stream
         # could run beside one on this stream over the same buffers.

@@ -197,6 +197,27 @@ def test_a_replay_that_takes_the_scalar_fallback_says_so(device):
     assert fast(cache) == [False, True, True, True]
 
 
+def test_a_kernel_result_returned_through_a_reshape_is_replayed_as_a_view_of_it(device):
+    """A normalization's result reshaped: the kernel, then a no_op view of its output. The
+    view joins the plan (the reshape of what the kernel wrote), so hits stay on the fast
+    path; a view read by another kernel would not (the plan refuses it)."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        centred = fd.ops.sub(t0, fd.ops.sum(t0, [1], keepdim=True))
+        fd.add_output(fd.ops.reshape(centred, [fd.ops.size(t0, 0), 4, -1]))
+    cache = FusionExecutorCache(fd.fusion, backend=FakeCudaBackend())
+    x = on_device(device, np.random.default_rng(7).standard_normal((6, 32)).astype(np.float32))
+    outs = [cache.run([x])[0] for _ in range(3)]
+    schedulers = [g.scheduler.value for g in cache.last_runtime.segmented.groups]
+    assert schedulers == ["inner_persistent", "no_op"]
+    assert fast(cache) == [False, True, True]
+    expected = (np.asarray(x) - np.asarray(x).sum(axis=1, keepdims=True)).reshape(6, 4, 8)
+    for out in outs:
+        assert out.shape == (6, 4, 8) and out.base is not None  # a view of the kernel's output
+        np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-5)
+    assert [len(r.launches) for r in cache.reports] == [1, 1, 1]
+
+
 # -- faults of a replay ------------------------------------------------------------------------
 
 
