@@ -5,6 +5,9 @@ CUDA generator (test_deterministic_random)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -120,10 +123,10 @@ def test_a_cupy_output_the_caller_dropped_is_given_again_and_a_reachable_one_is_
 def test_a_reshape_of_a_kernel_result_launches_no_second_kernel() -> None:
     import cupy
 
-    with FusionDefinition() as fd:
-        x = fd.define_tensor([-1, -1], contiguity=[True, True], dtype=DataType.Float)
-        e = fd.ops.exp(fd.ops.sub(x, fd.ops.max(x, [1], keepdim=True)))
-        fd.add_output(fd.ops.reshape(fd.ops.div(e, fd.ops.sum(e, [1], keepdim=True)), [-1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "scheduler"))
+    from test_aliases import flattened_softmax
+
+    fd = flattened_softmax()
     a = np.random.default_rng(5).standard_normal((512, 1000)).astype(np.float32)
     with use_options(backend="cuda"):
         (out,) = fd.execute([cupy.asarray(a)])

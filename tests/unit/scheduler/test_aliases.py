@@ -63,14 +63,20 @@ def test_what_moves_or_computes_elements_is_not_a_view(case: str) -> None:
     assert "no_op" not in _schedulers(fd, [a])
 
 
-def test_a_reshape_of_a_kernel_result_is_a_view_of_it() -> None:
-    # A softmax reshaped to flat: the persistent kernel writes its result and the reshape
-    # is a view of that (nvFuser's no-op segment after a group norm whose reshape is moved
-    # to the output), not a second kernel copying it.
+def flattened_softmax() -> FusionDefinition:
+    """A softmax over rows, returned reshaped to one axis."""
     with FusionDefinition() as fd:
         x = fd.define_tensor([-1, -1], contiguity=[True, True], dtype=DataType.Float)
         e = fd.ops.exp(fd.ops.sub(x, fd.ops.max(x, [1], keepdim=True)))
         fd.add_output(fd.ops.reshape(fd.ops.div(e, fd.ops.sum(e, [1], keepdim=True)), [-1]))
+    return fd
+
+
+def test_a_reshape_of_a_kernel_result_is_a_view_of_it() -> None:
+    # The persistent kernel writes the softmax and the reshape is a view of that (nvFuser's
+    # no-op segment after a group norm whose reshape is moved to the output), not a second
+    # kernel copying it.
+    fd = flattened_softmax()
     a = np.random.default_rng(3).standard_normal((64, 48)).astype(np.float32)
     runtime = fd.runtime_for([a])
     persistent, view = runtime.segmented.groups
