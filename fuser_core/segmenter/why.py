@@ -220,7 +220,12 @@ def _ordered(segmented: SegmentedFusion, exprs: list[Expr]) -> list[Expr]:
 def _label(group: SegmentedGroup) -> str:
     outputs = ", ".join(f"T{tv.name}" for tv in group.outputs)
     count = len(group.exprs)
-    return f"{group.scheduler.value}, {count} expression{'s' * (count != 1)}, writes {outputs}"
+    label = f"{group.scheduler.value}, {count} expression{'s' * (count != 1)}, writes {outputs}"
+    notes = (group.record.notes if group.record else None) or []
+    views = [note for note in notes if " is a view of " in note]
+    if group.scheduler is SchedulerType.no_op and views:
+        label += f" (no kernel: {'; '.join(views)})"  # a reshape of what the other group wrote
+    return label
 
 
 def _cycle(segmented: SegmentedFusion, source: int, target: int) -> tuple[int, ...]:

@@ -90,3 +90,18 @@ def test_the_split_of_a_group_that_no_other_scheduler_takes_names_the_stuck_expr
     ]  # fmt: skip
     assert answer.whole is None and all(p.scheduler is None for p in answer.parts)
     assert "fit no other scheduler" in answer.conclusion()
+
+
+def test_a_group_that_is_a_view_of_the_other_says_it_runs_no_kernel():
+    def flattened_row_sums(fd: FusionDefinition) -> None:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True)
+        centred = fd.ops.sub(t0, fd.ops.sum(t0, [1], keepdim=True))
+        fd.add_output(fd.ops.reshape(centred, [-1]))
+
+    segmented, info = _runtime(flattened_row_sums, [np.ones((8, 16), np.float32)])
+    assert [g.scheduler for g in segmented.groups] == [SchedulerType.inner_persistent, SchedulerType.no_op]
+    lines = explain_merge(segmented, info, 0, 1).lines()
+    view = segmented.groups[1]
+    (source,) = view.inputs
+    out = f"T{view.outputs[0].name}"
+    assert f"  g1: no_op, 1 expression, writes {out} (no kernel: {out} is a view of T{source.name})" in lines
