@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from fuser_core.errors import FuserError
 from fuser_core.ir.base import Expr
 from fuser_core.ir.tensor_view import TensorView
+from fuser_core.scheduler.aliases import aliased_input
 from fuser_core.scheduler.base import RejectCategory, Rejection, Scheduler, SchedulerType, main_category
 from fuser_core.scheduler.group_view import GroupView, RuntimeInfo
 from fuser_core.scheduler.registry import BY_TYPE, SCHEDULERS, verdict
@@ -221,10 +222,10 @@ def _label(group: SegmentedGroup) -> str:
     outputs = ", ".join(f"T{tv.name}" for tv in group.outputs)
     count = len(group.exprs)
     label = f"{group.scheduler.value}, {count} expression{'s' * (count != 1)}, writes {outputs}"
-    notes = (group.record.notes if group.record else None) or []
-    views = [note for note in notes if " is a view of " in note]
-    if group.scheduler is SchedulerType.no_op and views:
-        label += f" (no kernel: {'; '.join(views)})"  # a reshape of what the other group wrote
+    if group.scheduler is SchedulerType.no_op:  # a view of another group's result runs no kernel
+        views = [(tv, aliased_input(tv, group.inputs)) for tv in group.outputs]
+        if views and all(source is not None for _, source in views):
+            label += " (no kernel: " + "; ".join(f"T{tv.name} is a view of T{s.name}" for tv, s in views if s) + ")"
     return label
 
 
