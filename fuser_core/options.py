@@ -61,6 +61,9 @@ class DisableOption(enum.Enum):
     segmentation = "refuse a fusion that does not fit one kernel instead of cutting it, naming each scheduler's reason"
     shared_persistence = "keep inner persistent rows in registers even where they spill (not in shared memory)"
     rereading = "keep every inner normalization persistent: never re-read its rows after a reduction instead"
+    cooperative_grid = (
+        "fold a one-wave grid's reductions in the last blocks to arrive, not in every block after a grid barrier"
+    )
 
 
 # Device models the schedulers can size heuristics for instead of the GPU's own

@@ -12,7 +12,7 @@ import math
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.runtime_header import RNG_HEADER, RUNTIME_HEADER
-from fuser_core.errors import FuserError
+from fuser_core.errors import FuserError, InternalError
 from fuser_core.ir.dtype import DataType
 
 # Ops whose CUDA spelling differs from their printed name, per compute type.
@@ -306,7 +306,7 @@ class _Printer:
             self._per_element(stmt.count, call, depth)
         if not stmt.block_dims:
             return
-        if stmt.deferred or stmt.combines:
+        if stmt.deferred or stmt.combines or stmt.cooperative:
             self._grid(stmt, depth)
             return
         assert stmt.last is not None
@@ -328,6 +328,9 @@ class _Printer:
         if stmt.deferred:
             return
         assert stmt.last is not None
+        if stmt.cooperative:
+            self._grid_cooperative(stmt, depth)
+            return
         group_last = f"{stmt.last.name}_group"
         self.emit(depth, f"bool {stmt.last.name}, {group_last};")
         self.emit(depth, f"gridArriveGroup<{blocks}>({stmt.semaphores}, {group_last});")
@@ -339,6 +342,27 @@ class _Printer:
         self.emit(depth, f"if ({stmt.last.name}) {{")
         for red in (*stmt.combines, stmt):
             self._grid_combine(red, depth + 1)
+        self.emit(depth, "}")
+
+    def _grid_cooperative(self, stmt: k.ParallelReduce, depth: int) -> None:
+        """The arrival and combination of a one-wave grid's reductions (partials stored):
+        a grid barrier; each block folds its share of every reduction's partials; the last
+        block to finish its share loads the folded values."""
+        assert stmt.last is not None
+        blocks = _blocks(stmt)
+        reductions = (*stmt.combines, stmt)
+        self.emit(depth, f"bool {stmt.last.name};")
+        self.emit(depth, f"gridSync<{blocks}>({stmt.semaphores});")
+        for which, red in enumerate(reductions):
+            if red.op == "welford":
+                raise InternalError(f"{red.buffers[0]}: a cooperative grid Welford is not generated")
+            fold = f"gridFold<{blocks}, {red.count}>({red.work[0]}, {red.workspace[0]}, {_op(red)}, {which});"
+            self.emit(depth, fold)
+        self.emit(depth, f"gridArriveFolded<{blocks}>({stmt.semaphores}, {stmt.last.name});")
+        self.emit(depth, f"if ({stmt.last.name}) {{")
+        for red in reductions:
+            at = expr(red.index)
+            self.emit(depth + 1, f"gridLoadFolded<{blocks}, {red.count}>(&{red.buffers[0]}[{at}], {red.work[0]});")
         self.emit(depth, "}")
 
     def _grid_combine_group(self, stmt: k.ParallelReduce, depth: int) -> None:

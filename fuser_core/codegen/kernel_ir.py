@@ -228,6 +228,11 @@ class ParallelReduce(Stmt):
     # barriers (lower/row_groups.py), not one block reduction per element.
     grouped: bool = False
     warps: int = 0  # blockDim.x / 32 where the launch fixes it (a grouped reduction's template), else 0
+    # A grid reduction of a one-wave grid (every block resident at once, the kernel launched
+    # cooperatively): the blocks wait for each other at a grid barrier and each folds a share
+    # of the partials, instead of the last ones to arrive folding them all. Its result is
+    # still in the last block, where `last` is true.
+    cooperative: bool = False
 
 
 # -- the kernel -----------------------------------------------------------------------
@@ -325,6 +330,7 @@ class Kernel:
     min_blocks: int = 0  # blocks per SM the registers must allow (`__launch_bounds__`' second argument); 0: any
     dynamic_shared_bytes: int = 0  # what the launch asks for (past 48 KiB the function must opt in)
     divisors: list[DivisorArg] = field(default_factory=list)  # of the FastDivs in the body
+    cooperative: bool = False  # its grid reductions wait for every block: launched cooperatively
 
     @property
     def params(self) -> list[TensorArg | ScalarArg]:
@@ -467,6 +473,8 @@ def _stmts(stmts: list[Stmt], depth: int, lines: list[str]) -> None:
                 last += f" (together with {stmt.paired.buffers[0]})"
             if stmt.grouped:
                 last += " (a group loop's rows at once)"
+            if stmt.cooperative:
+                last += " (folded by every block after a grid barrier)"
             lines.append(f"{pad}{kind} REDUCE {stmt.op} {', '.join(stmt.buffers)}{span} over {where}{last}")
         else:
             raise TypeError(f"unknown kernel IR statement {stmt!r}")

@@ -506,6 +506,98 @@ __device__ __forceinline__ void gridReduce(T* values, T* work, int* semaphores, 
   if (last) gridCombine<BX, BY, BZ, COUNT>(values, work, op);
 }
 
+// A grid reduction over blocks that are all resident at once (a one-wave grid, launched
+// cooperatively) folds with every block, not in the last ones to arrive: each block
+// stores its partials (gridStore), all wait at a grid barrier (gridSync), each folds a
+// share of the segment's columns (gridFold), and the last to finish its share loads the
+// folded values (gridArriveFolded, gridLoadFolded). The tree's folds ran serially after
+// the last block's rows (layer_norm_bwd: two 1 MiB folds through one SM each). Semaphores
+// as the tree's, per segment: the barrier's count at [2 * segment * blocks], the folds' at
+// [2 * segment * blocks + blocks]; the last block resets both (every block has left the
+// barrier by then). A grid whose blocks are not all resident would wait forever here.
+template <bool BX, bool BY, bool BZ>
+__device__ __forceinline__ void gridSync(int* semaphores) {
+  const GridSlot<BX, BY, BZ> g;
+  __threadfence();
+  __syncthreads();
+  if (g.tid == 0) {
+    int* count = &semaphores[2ull * g.segment * g.blocks];
+    atomicAdd(count, 1);
+    while (*reinterpret_cast<volatile int*>(count) < static_cast<int>(g.blocks)) {
+#if __CUDA_ARCH__ >= 700
+      __nanosleep(32);
+#endif
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// This block's share of the segment's partials folded into the first rank's slots. A
+// slot's COUNT x threads values are columns, taken a warp's width (`lanes`) at a time:
+// the chunks go to the segment's blocks in turn, `which` (the reduction's place among the
+// kernel's cooperative ones) shifting where each reduction's chunks start. In a chunk,
+// warp w folds ranks w, w + warps, ... and warp 0 folds the warps' results in warp order
+// through `scratch` (an element a thread): the order is the launch's, not the arrivals'.
+template <bool BX, bool BY, bool BZ, int COUNT, typename T, typename Op>
+__device__ __forceinline__ void gridFold(T* work, T* scratch, Op op, unsigned which) {
+  const GridSlot<BX, BY, BZ> g;
+  const unsigned lanes = g.threads < 32 ? g.threads : 32;
+  const unsigned warps = g.threads / lanes, warp = g.tid / lanes, lane = g.tid % lanes;
+  const unsigned folding = warps < g.blocks ? warps : g.blocks;  // warps with a rank to fold
+  const unsigned columns = COUNT * g.threads, chunks = (columns + lanes - 1) / lanes;
+  const unsigned long long segment_first = static_cast<unsigned long long>(g.segment) * g.blocks * g.threads;
+  for (unsigned chunk = (g.rank + g.blocks - (which * chunks) % g.blocks) % g.blocks; chunk < chunks;
+       chunk += g.blocks) {
+    const unsigned column = chunk * lanes + lane;
+    const bool in_range = column < columns;
+    T* at = work + (in_range ? (column / g.threads) * g.stride + segment_first + column % g.threads : 0ull);
+    T result{};
+    if (in_range && warp < folding) {
+      result = loadGlobalCoherent(at + static_cast<unsigned long long>(warp) * g.threads);
+#pragma unroll 4
+      for (unsigned r = warp + warps; r < g.blocks; r += warps) {
+        result = op(result, loadGlobalCoherent(at + static_cast<unsigned long long>(r) * g.threads));
+      }
+      scratch[g.tid] = result;
+    }
+    __syncthreads();
+    if (in_range && warp == 0) {
+      for (unsigned w = 1; w < folding; ++w) result = op(result, scratch[w * lanes + lane]);
+      *at = result;
+    }
+    __syncthreads();
+  }
+}
+
+// After its share is folded, each block arrives: `last` is true in the last to arrive.
+template <bool BX, bool BY, bool BZ>
+__device__ __forceinline__ void gridArriveFolded(int* semaphores, bool& last) {
+  const GridSlot<BX, BY, BZ> g;
+  __threadfence();
+  __syncthreads();
+  __shared__ bool block_is_last;
+  if (g.tid == 0) {
+    int* counts = &semaphores[2ull * g.segment * g.blocks];
+    block_is_last = atomicAdd(&counts[g.blocks], 1) == static_cast<int>(g.blocks) - 1;
+    if (block_is_last) {
+      counts[g.blocks] = 0;
+      counts[0] = 0;
+    }
+  }
+  __syncthreads();
+  last = block_is_last;
+  if (last) __threadfence();
+}
+
+// In the last block: values[0..COUNT) are the folded values (the first rank's slots).
+template <bool BX, bool BY, bool BZ, int COUNT, typename T>
+__device__ __forceinline__ void gridLoadFolded(T* values, const T* work) {
+  const GridSlot<BX, BY, BZ> g;
+#pragma unroll
+  for (int c = 0; c < COUNT; ++c) values[c] = loadGlobalCoherent(work + g.first + c * g.stride);
+}
+
 // Two block reductions at once (two independent row sums): the warps' results of both go
 // through shared memory in one round of barriers. Along threadIdx.x alone, in warps that
 // lie inside one group; elsewhere, one reduction after the other.

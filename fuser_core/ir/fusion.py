@@ -29,6 +29,10 @@ class Fusion:
         # Set by a scheduler that sized its kernel for a register budget (nvFuser's
         # maxrregcount): blocks per SM `__launch_bounds__` asks the compiler to fit; 0: none.
         self.min_blocks_per_sm = 0
+        # Set by a scheduler whose grid is one wave at min_blocks_per_sm blocks an SM: every
+        # block is resident at once, so its grid reductions may wait for all of them at a grid
+        # barrier (codegen then asks for a cooperative launch, which checks it).
+        self.cooperative_grid = False
         self._statements: list[Statement] = []
         self._counters = {"tv": 0, "id": 0, "scalar": 0, "expr": 0, "td": 0}
         self._zero: Scalar | None = None
@@ -188,6 +192,7 @@ class Fusion:
         new.output_stride_order = {mapping[id(tv)]: list(order) for tv, order in self.output_stride_order.items()}
         new.user_scheduled = self.user_scheduled
         new.min_blocks_per_sm = self.min_blocks_per_sm
+        new.cooperative_grid = self.cooperative_grid
         new._zero = mapping[id(self._zero)] if self._zero is not None else None
         new._one = mapping[id(self._one)] if self._one is not None else None
         return new, mapping

@@ -640,6 +640,7 @@ def _input_key_diff(new: tuple[Any, ...], old: tuple[Any, ...]) -> list[str]:
                     "kernel choice",
                     "shared-memory persistence",
                     "re-reading rows",
+                    "cooperative grid reductions",
                 ),
                 dataclasses.astuple(flags),
                 dataclasses.astuple(old[7]),

@@ -146,6 +146,7 @@ class PlannedLaunch:
     # alive here; the fallback adds its own when it is first packed.
     workspaces: dict[Any, Any] = field(default_factory=dict)
     kernel: FaultKernel | None = None  # how a CUDA error names this launch
+    cooperative: bool = False  # its blocks meet at a grid barrier: cuLaunchCooperativeKernel
 
 
 class FastPlan:
@@ -167,13 +168,15 @@ class FastPlan:
         log: LaunchLog | None = None,
         inputs: Sequence[Any] = (),
         launch_kernel: Any = None,
+        launch_cooperative: Any = None,
         result_shapes: Sequence[tuple[int, ...] | None] = (),
     ) -> None:
         """`results`: the tensors (by name) the call returns; `result_shapes`: for each, the
         shape it is returned in where it is a view of that tensor (a no_op group's reshape of a
         kernel's output), else None; `inputs`: the call's arguments the plan is made for
-        (each tensor's framework says how a replay reads its pointer); `launch_kernel`:
-        CuPy's cuLaunchKernel unless given (tests)."""
+        (each tensor's framework says how a replay reads its pointer); `launch_kernel` and
+        `launch_cooperative`: CuPy's cuLaunchKernel and cuLaunchCooperativeKernel unless
+        given (tests)."""
         self.launches = launches
         self.log = log
         self._kernels = tuple(launch.kernel for launch in launches if launch.kernel is not None and _launched(launch))
@@ -184,7 +187,9 @@ class FastPlan:
             from cupy.cuda import driver  # the plan exists only where CuPy runs kernels
 
             launch_kernel = driver.launchKernel
+            launch_cooperative = launch_cooperative or driver.launchCooperativeKernel
         self._launch_kernel = launch_kernel
+        self._launch_cooperative = launch_cooperative
         if torch_out:
             torch = sys.modules["torch"]
             self._torch_empty = torch.empty_strided
@@ -227,7 +232,11 @@ class FastPlan:
         fallback, write the pointers into its packed arguments, launch. `stage` says,
         for a CUDA error, which launch was under way (stage // 2) and whether its launch
         call was in flight (an odd stage)."""
-        names: dict[str, Any] = {"plan": self, "launch_kernel": self._launch_kernel}
+        names: dict[str, Any] = {
+            "plan": self,
+            "launch_kernel": self._launch_kernel,
+            "launch_cooperative": self._launch_cooperative,
+        }
         named_log = self.log is not None
         can_fall_back = any(launch.checks for launch in self.launches)  # else fell_back stays []
         head = ["def run(inputs, stream_ptr):"]
@@ -265,10 +274,8 @@ class FastPlan:
                 shared = int(launch.params.dynamic_shared_bytes)  # the static part is the function's own
                 if named_log:
                     body.append(f"stage = {2 * index + 1}")
-                body.append(
-                    f"launch_kernel(function, {g[0]}, {g[1]}, {g[2]}, {b[0]}, {b[1]}, {b[2]}, {shared}, "
-                    "stream_ptr, address, 0)"
-                )
+                call = f"(function, {g[0]}, {g[1]}, {g[2]}, {b[0]}, {b[1]}, {b[2]}, {shared}, stream_ptr, address"
+                body.append(f"launch_cooperative{call})" if launch.cooperative else f"launch_kernel{call}, 0)")
         results = ", ".join(
             f"a{slot}" if shape is None else f"a{slot}.reshape({shape})"
             for slot, shape in zip(self._results, self._result_shapes, strict=True)

@@ -24,7 +24,7 @@ from fuser_core.runtime.fast_path import FastPlan, PlannedLaunch, PlannedOutput,
 from fuser_core.runtime.generated_group import GeneratedGroup, complete_position
 from fuser_core.runtime.launch_errors import LaunchLog
 from fuser_core.runtime.launch_sizes import evaluate, extent_node, launch_params, workspace_elements
-from fuser_core.runtime.packed_args import PackedArgs
+from fuser_core.runtime.packed_args import PackedArgs, check_resident
 from fuser_core.scheduler.device import DeviceProperties
 
 
@@ -130,6 +130,8 @@ def planned_launch(
         # The replay passes pointers in the order of `sources` (the vectorized kernel's).
         if [t.name for t in packed.kernel.tensors] != [t.name for t in kernel.tensors]:
             raise InternalError(f"{kernel.name}: its scalar fallback orders its tensor parameters differently")
+        if packed.kernel.cooperative != kernel.cooperative:  # the replay launches both forms alike
+            raise InternalError(f"{kernel.name}: it and its scalar fallback differ in their grid barrier")
         for position, t in enumerate(packed.kernel.tensors):
             packed.set_tensor(position, 0, sizes[t.name], alloc[t.name])
         for position, sc in enumerate(packed.kernel.scalars):
@@ -153,6 +155,8 @@ def planned_launch(
     # The fallback launches with these parameters too (the replay has one per launch).
     params = launch_params(step.compiled(vectorized).packed.kernel, sizes, alloc, values)
     function, packed = packed_for(vectorized)
+    if kernel.cooperative:
+        check_resident(function, params, kernel.name)
     fallback_cache: list[tuple[Any, PackedArgs]] = []
 
     def fallback() -> tuple[Any, PackedArgs]:
@@ -171,4 +175,6 @@ def planned_launch(
         if kernel.vectorized and strides_ok
         else []
     )
-    return PlannedLaunch(function, fallback, packed, params, sources, checks, outputs, workspaces)
+    planned = PlannedLaunch(function, fallback, packed, params, sources, checks, outputs, workspaces)
+    planned.cooperative = kernel.cooperative
+    return planned

@@ -79,6 +79,7 @@ class CompileFlags:
     kernel_choice: bool = False  # schedule (and on the GPU compile and time) each group's candidates
     shared_persistence: bool = True  # inner persistent rows in shared memory where registers would spill
     rereading: bool = True  # inner normalizations may re-read their rows (scheduler.rereading)
+    cooperative_grid: bool = True  # a one-wave grid's reductions fold in every block (inner_outer)
 
     @staticmethod
     def of(opts: Options) -> CompileFlags:
@@ -90,6 +91,7 @@ class CompileFlags:
             opts.is_enabled(EnableOption.kernel_choice),
             not opts.is_disabled(DisableOption.shared_persistence),
             not opts.is_disabled(DisableOption.rereading),
+            not opts.is_disabled(DisableOption.cooperative_grid),
         )
 
 
@@ -110,6 +112,7 @@ def compile_fusion(
         vectorize=flags.vectorize,
         shared_persistence=flags.shared_persistence,
         rereading=flags.rereading,
+        cooperative_grid=flags.cooperative_grid,
     )
     segmented = segment(fusion, info, allow_segmentation=flags.segment)
     schedule_groups(segmented)
@@ -169,6 +172,7 @@ class FusionKernelRuntime:
             vectorize=self.flags.vectorize,
             shared_persistence=self.flags.shared_persistence,
             rereading=self.flags.rereading,
+            cooperative_grid=self.flags.cooperative_grid,
         )
 
     @property

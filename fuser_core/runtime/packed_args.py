@@ -19,6 +19,7 @@ from typing import Any
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.magic_division import MagicDivisor
+from fuser_core.errors import FuserError
 from fuser_core.ir.dtype import DataType
 from fuser_core.runtime.artifacts import LaunchParams
 from fuser_core.runtime.launch_sizes import evaluate
@@ -104,9 +105,21 @@ class PackedArgs:
 
 
 def launch(function: Any, params: LaunchParams, packed: PackedArgs, stream: Any) -> None:
-    """Launch `function` (a CuPy Function) with the arguments packed in `packed` on `stream`."""
+    """Launch `function` (a CuPy Function) with the arguments packed in `packed` on `stream`;
+    cooperatively where its blocks wait for each other (`check_resident` first)."""
     from cupy.cuda import driver  # heavy and optional: only where kernels run
 
+    if packed.kernel.cooperative:
+        check_resident(function, params, packed.kernel.name)
+        driver.launchCooperativeKernel(
+            function.ptr,
+            *params.grid,
+            *params.block,
+            params.dynamic_shared_bytes,
+            stream.ptr,
+            ctypes.addressof(packed.pointers),
+        )
+        return
     driver.launchKernel(
         function.ptr,
         *params.grid,
@@ -116,3 +129,29 @@ def launch(function: Any, params: LaunchParams, packed: PackedArgs, stream: Any)
         ctypes.addressof(packed.pointers),
         0,
     )
+
+
+_resident_blocks: dict[tuple[int, int, int], int] = {}  # (function, threads, dynamic shared) -> blocks
+
+
+def check_resident(function: Any, params: LaunchParams, name: str) -> None:
+    """A cooperative kernel's blocks wait for each other at a grid barrier, so all of them
+    must be resident at once: a FuserError, before anything is launched, where this GPU
+    cannot hold them (its heuristics were sized for a larger device model, say). The
+    driver's occupancy calculator is asked once per function and block shape."""
+    from cupy.cuda import Device, driver  # heavy and optional: only where kernels run
+
+    threads = params.block[0] * params.block[1] * params.block[2]
+    key = (function.ptr, threads, params.dynamic_shared_bytes)
+    if key not in _resident_blocks:
+        per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(function.ptr, threads, params.dynamic_shared_bytes)
+        _resident_blocks[key] = per_sm * Device().attributes["MultiProcessorCount"]
+    blocks = params.grid[0] * params.grid[1] * params.grid[2]
+    if blocks > _resident_blocks[key]:
+        raise FuserError(
+            f"its {blocks} blocks meet at a grid barrier, but this GPU holds {_resident_blocks[key]} of them at "
+            "once: its heuristics were sized for a larger device (FUSER_DEVICE_MODEL?); the disable option "
+            "cooperative_grid folds its grid reductions without the barrier",
+            op="launch",
+            tensor=name,
+        )

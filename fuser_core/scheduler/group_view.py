@@ -113,6 +113,7 @@ class RuntimeInfo:
     vectorize: bool = True  # False: the vectorization option is disabled
     shared_persistence: bool = True  # False: the shared_persistence disable option is set
     rereading: bool = True  # False: the rereading disable option is set
+    cooperative_grid: bool = True  # False: the cooperative_grid disable option is set
     _cache: dict[int, int] = field(default_factory=dict)
 
     def extent(self, dim: IterDomain) -> int:

@@ -113,18 +113,22 @@ class ReductionParams(HeuristicParams):
     # Rows of a block's loop (inner_outer) held and reduced together: one round of barriers
     # for the group's block reductions (ParallelType.Group; codegen/lower/row_groups.py).
     row_group: int = 1
+    # Inner-outer persistent: its row blocks are one wave, so its column sums fold in every
+    # block after a grid barrier (a cooperative launch), not serially in the last blocks.
+    cooperative_grid: bool = False
 
     def shown(self) -> list[tuple[str, object]]:
         """Every parameter; the inner persistent ones only for an inner persistent kernel,
         the row blocks only for an inner-outer one."""
         shown = super().shown()
         if not self.row_blocks:
-            shown = [(name, value) for name, value in shown if name not in ("row_blocks", "row_group")]
+            shown = [(name, value) for name, value in shown if name not in _INNER_OUTER_ONLY]
         if self.padded_threads:
             return shown
         return [(name, value) for name, value in shown if name not in _INNER_PERSISTENT_ONLY]
 
 
+_INNER_OUTER_ONLY = ("row_blocks", "row_group", "cooperative_grid")
 _INNER_PERSISTENT_ONLY = (
     "padded_threads",
     "min_blocks_per_sm",

@@ -61,6 +61,18 @@ def group_grid_reductions(body: list[k.Stmt]) -> str | None:
     return None
 
 
+def make_cooperative(body: list[k.Stmt]) -> bool:
+    """Mark, in place, the kernel's grid reductions as folded by every block after a grid
+    barrier (the caller knows every block is resident at once); returns whether it did.
+    Welford's triples keep the tree: its cooperative fold is not written."""
+    grids = [s for s in k.walk(body) if isinstance(s, k.ParallelReduce) and s.block_dims]
+    if not grids or any(g.op == "welford" for g in grids):
+        return False
+    for grid in grids:
+        grid.cooperative = True
+    return True
+
+
 def group_block_reductions(body: list[k.Stmt]) -> None:
     """Pair, in place, each block reduction (one float or double element along threadIdx.x
     only) with the next one of its scope of the same dtype when nothing between them reads

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from fuser_core.codegen import kernel_ir as k
 from fuser_core.codegen.lower.fast_division import use_fast_division
-from fuser_core.codegen.lower.grid_groups import group_block_reductions, group_grid_reductions
+from fuser_core.codegen.lower.grid_groups import group_block_reductions, group_grid_reductions, make_cooperative
 from fuser_core.codegen.lower.model import HARDWARE, concrete, loop_var
 from fuser_core.codegen.lower.row_groups import group_loop_reductions
 from fuser_core.codegen.lower.sibling_nests import merge_sibling_nests
@@ -100,6 +100,9 @@ class Lowering(Stores):
         # The register budget is read from the nests as emitted, one per tensor, before they merge.
         max_threads = self._max_threads() if self.reduce_scratch else 0
         min_blocks = self._min_blocks() if self.reduce_scratch else 0
+        # One wave as scheduled only if the registers still allow the blocks per SM it assumed.
+        resident = self.fusion.cooperative_grid and 0 < self.fusion.min_blocks_per_sm <= min_blocks
+        cooperative = resident and make_cooperative(self.body)
         globals_ = {t.name for t in self.tensor_args} | {w.name for w in self.workspaces}
         merge_sibling_nests(self.body, globals_, self.same_extent)
         group_loop_reductions(self.body, self.launch, globals_)
@@ -132,6 +135,7 @@ class Lowering(Stores):
             min_blocks=min_blocks,
             dynamic_shared_bytes=dynamic_shared,
             divisors=divisors,
+            cooperative=cooperative,
         )
 
 

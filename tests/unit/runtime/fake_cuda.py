@@ -59,6 +59,9 @@ class FakeDevice:
     poisoned: bool = False
     calls: list[str] = field(default_factory=list)  # "launch NAME", "synchronize", "get", ...
     names: dict[int, str] = field(default_factory=dict)  # function pointer -> kernel name
+    cooperative: list[str] = field(default_factory=list)  # kernels launched cooperatively, in order
+    resident_per_sm: int = 64  # what the occupancy calculator says any kernel fits an SM
+    sm_count: int = 132
     _pointers: Any = field(default_factory=lambda: itertools.count(0x1000, 0x10))
 
     def fault(self, name: str) -> None:
@@ -91,6 +94,14 @@ class FakeDevice:
             raise CUDADriverError(1, INVALID_VALUE)
         if name in self.faulty or "*" in self.faulty:
             self.poisoned = True  # the kernel faults while it runs: reported later
+
+    def launch_cooperative(self, function: int, *args: Any) -> None:
+        self.launch(function, *args)
+        self.cooperative.append(self.names[function])
+
+    def resident(self, function: int, threads: int, dynamic_shared: int) -> int:
+        self.check(f"occupancy {self.names[function]}", runtime=False)
+        return self.resident_per_sm
 
     def function(self, name: str) -> SimpleNamespace:
         ptr = next(self._pointers)
@@ -149,6 +160,8 @@ def fake_cupy(device: FakeDevice) -> ModuleType:
     cupy.broadcast_to = lambda a, shape: wrap(np.broadcast_to(a, shape), "broadcast_to")  # type: ignore[attr-defined]
     driver = ModuleType("cupy.cuda.driver")
     driver.launchKernel = device.launch  # type: ignore[attr-defined]
+    driver.launchCooperativeKernel = device.launch_cooperative  # type: ignore[attr-defined]
+    driver.occupancyMaxActiveBlocksPerMultiprocessor = device.resident  # type: ignore[attr-defined]
     driver.CUDADriverError = CUDADriverError  # type: ignore[attr-defined]
     runtime = ModuleType("cupy.cuda.runtime")
     runtime.CUDARuntimeError = CUDARuntimeError  # type: ignore[attr-defined]
@@ -158,6 +171,7 @@ def fake_cupy(device: FakeDevice) -> ModuleType:
     cuda.runtime = runtime  # type: ignore[attr-defined]
     cuda.get_current_stream = lambda: stream  # type: ignore[attr-defined]
     cuda.alloc = lambda n: device.allocate("alloc")  # type: ignore[attr-defined]
+    cuda.Device = lambda: SimpleNamespace(attributes={"MultiProcessorCount": device.sm_count})  # type: ignore[attr-defined]
     cupy.cuda = cuda  # type: ignore[attr-defined]
     # The fast path's outputs: cupy.ndarray(shape, dtype, memory[, strides]), with the
     # strides asked for (0 along an expanded axis), else in C order.
@@ -216,8 +230,13 @@ def interpret_launches(monkeypatch: Any, device: FakeDevice, cupy: ModuleType) -
         device.launch(function, gx, gy, gz, bx, by, bz, shared, stream, address, extra)
         _interpret(packed_at[address], (gx, gy, gz), (bx, by, bz))
 
+    def interpreting_cooperative(function, gx, gy, gz, bx, by, bz, shared, stream, address) -> None:
+        device.launch_cooperative(function, gx, gy, gz, bx, by, bz, shared, stream, address)
+        _interpret(packed_at[address], (gx, gy, gz), (bx, by, bz))
+
     monkeypatch.setattr(PackedArgs, "__post_init__", remember)
     monkeypatch.setattr(cupy.cuda.driver, "launchKernel", interpreting_launch)
+    monkeypatch.setattr(cupy.cuda.driver, "launchCooperativeKernel", interpreting_cooperative)
 
 
 def interpreted_device(monkeypatch: Any) -> FakeDevice:
@@ -237,8 +256,11 @@ def _interpret(packed: PackedArgs, grid: Any, block: Any) -> None:
         # Logical and allocation axes are the same here (no stride order): the extent of
         # the memory is the largest offset plus one.
         elements = 1 + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True)) if all(sizes) else 0
-        ctype = np.ctypeslib.as_ctypes_type(t.dtype.numpy)
-        storage = np.ctypeslib.as_array((ctype * max(elements, 1)).from_address(struct.data))
+        # ctypes has no bfloat16: such memory is read as unsigned integers of its width
+        words = np.dtype(t.dtype.numpy) if np.dtype(t.dtype.numpy).kind != "V" else np.dtype(f"u{t.dtype.itemsize}")
+        ctype = np.ctypeslib.as_ctypes_type(words)
+        raw = np.ctypeslib.as_array((ctype * max(elements, 1)).from_address(struct.data))
+        storage = raw.view(t.dtype.numpy)
         tensors[t.name] = TensorBinding(storage, sizes, strides)
     scalars = {s.name: value.value for s, value in zip(kernel.scalars, packed.scalars, strict=True)}
     divisors = {

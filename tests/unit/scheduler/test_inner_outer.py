@@ -13,6 +13,8 @@ import pytest
 
 from fuser_core import DataType, FuserError, FusionDefinition, use_options
 from fuser_core.codegen import kernel_ir as k
+from fuser_core.codegen.cuda import print_kernel
+from fuser_core.codegen.lower.grid_groups import make_cooperative
 from fuser_core.runtime.arguments import convert_inputs
 from fuser_core.runtime.group_lowering import lowered_groups
 from fuser_core.scheduler.base import SchedulerType
@@ -60,6 +62,43 @@ def test_layer_norm_backward_is_one_kernel_that_loops_over_rows():
     assert ("row_blocks", params.row_blocks) in params.shown()
     assert check_generated_kernels(runtime, inputs) == ["kernel_g0"]
     assert check_generated_kernels(runtime, inputs, vectorize=False) == ["kernel_g0"]
+
+
+def _kernel(fd: FusionDefinition, inputs: list[np.ndarray], disable: tuple[str, ...] = ()) -> k.Kernel:
+    with use_options(device_model="h100_sxm", backend="reference", disable=list(disable)):
+        runtime = fd.runtime_for(inputs)
+    (kernel,) = lowered_groups(runtime.segmented, runtime.name, runtime.signature.index_type)[0].values()
+    return kernel
+
+
+def test_its_column_sums_fold_in_every_block_after_a_grid_barrier():
+    """Its row blocks are one wave, all resident at once: the column sums' grid reductions
+    meet at a grid barrier and every block folds a share of the partials, in a kernel launched
+    cooperatively. With the disable option `cooperative_grid`, the last blocks to arrive fold
+    them in a two-level tree, as before."""
+    fd = _definition(layer_norm_backward)
+    inputs = _layer_norm_backward_inputs()
+    kernel = _kernel(fd, inputs)
+    grids = [s for s in k.walk(kernel.body) if isinstance(s, k.ParallelReduce) and s.block_dims]
+    assert kernel.cooperative and len(grids) == 2 and all(g.cooperative for g in grids)
+    cuda = print_kernel(kernel)
+    assert cuda.count("gridFold<") == 2 and "gridSync<" in cuda and "gridArriveFolded<" in cuda
+    assert "gridArriveGroup" not in cuda and "gridCombine" not in cuda
+    assert "folded by every block after a grid barrier" in k.print_kernel_ir(kernel)
+    tree = _kernel(fd, inputs, disable=("cooperative_grid",))
+    assert not tree.cooperative and not any(getattr(s, "cooperative", False) for s in k.walk(tree.body))
+    assert "gridArriveGroup<" in print_kernel(tree) and "gridSync" not in print_kernel(tree)
+
+
+def test_a_grid_welford_keeps_its_tree():
+    """The cooperative fold is written for an op's combine, not Welford's triples."""
+    welford = k.ParallelReduce(
+        "welford", ("a", "m", "n"), k.Const(DataType.Int, 0), (DataType.Float,) * 2 + (DataType.Int,), (),
+        ("blockIdx.x",),
+    )  # fmt: skip
+    add = k.ParallelReduce("add", ("s",), k.Const(DataType.Int, 0), (DataType.Float,), (), ("blockIdx.x",))
+    assert not make_cooperative([welford, add]) and not welford.cooperative and not add.cooperative
+    assert make_cooperative([add]) and add.cooperative
 
 
 def test_each_input_is_loaded_once_per_row():
