@@ -131,7 +131,9 @@ def launch(function: Any, params: LaunchParams, packed: PackedArgs, stream: Any)
     )
 
 
-_resident_blocks: dict[tuple[int, int, int], int] = {}  # (function, threads, dynamic shared) -> blocks
+# (device, function, threads, dynamic shared) -> (the function, blocks resident at once). The
+# function is kept alive with its answer, so its module's pointer is not reused while cached.
+_resident_blocks: dict[tuple[int, int, int, int], tuple[Any, int]] = {}
 
 
 def check_resident(function: Any, params: LaunchParams, name: str) -> None:
@@ -142,14 +144,16 @@ def check_resident(function: Any, params: LaunchParams, name: str) -> None:
     from cupy.cuda import Device, driver  # heavy and optional: only where kernels run
 
     threads = params.block[0] * params.block[1] * params.block[2]
-    key = (function.ptr, threads, params.dynamic_shared_bytes)
+    device = Device()
+    key = (device.id, function.ptr, threads, params.dynamic_shared_bytes)
     if key not in _resident_blocks:
         per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(function.ptr, threads, params.dynamic_shared_bytes)
-        _resident_blocks[key] = per_sm * Device().attributes["MultiProcessorCount"]
+        _resident_blocks[key] = (function, per_sm * device.attributes["MultiProcessorCount"])
+    resident = _resident_blocks[key][1]
     blocks = params.grid[0] * params.grid[1] * params.grid[2]
-    if blocks > _resident_blocks[key]:
+    if blocks > resident:
         raise FuserError(
-            f"its {blocks} blocks meet at a grid barrier, but this GPU holds {_resident_blocks[key]} of them at "
+            f"its {blocks} blocks meet at a grid barrier, but this GPU holds {resident} of them at "
             "once: its heuristics were sized for a larger device (FUSER_DEVICE_MODEL?); the disable option "
             "cooperative_grid folds its grid reductions without the barrier",
             op="launch",

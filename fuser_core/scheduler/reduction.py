@@ -115,6 +115,8 @@ class ReductionParams(HeuristicParams):
     row_group: int = 1
     # Inner-outer persistent: its row blocks are one wave, so its column sums fold in every
     # block after a grid barrier (a cooperative launch), not serially in the last blocks.
+    # Asked of codegen, which keeps the tree where the kernel's registers do not allow the
+    # blocks per SM the wave assumed (the kernel_ir dump says which it did).
     cooperative_grid: bool = False
 
     def shown(self) -> list[tuple[str, object]]:

@@ -64,9 +64,13 @@ def group_grid_reductions(body: list[k.Stmt]) -> str | None:
 def make_cooperative(body: list[k.Stmt]) -> bool:
     """Mark, in place, the kernel's grid reductions as folded by every block after a grid
     barrier (the caller knows every block is resident at once); returns whether it did.
-    Welford's triples keep the tree: its cooperative fold is not written."""
+    Only where each is reached once, by every block: at the top of the kernel's body (one
+    in a loop would meet the barrier again before its count is reset, and one under a
+    branch would leave the others waiting). Welford's triples keep the tree: their
+    cooperative fold is not written."""
     grids = [s for s in k.walk(body) if isinstance(s, k.ParallelReduce) and s.block_dims]
-    if not grids or any(g.op == "welford" for g in grids):
+    top = {id(s) for s in body}
+    if not grids or any(g.op == "welford" or id(g) not in top for g in grids):
         return False
     for grid in grids:
         grid.cooperative = True

@@ -171,7 +171,7 @@ def fake_cupy(device: FakeDevice) -> ModuleType:
     cuda.runtime = runtime  # type: ignore[attr-defined]
     cuda.get_current_stream = lambda: stream  # type: ignore[attr-defined]
     cuda.alloc = lambda n: device.allocate("alloc")  # type: ignore[attr-defined]
-    cuda.Device = lambda: SimpleNamespace(attributes={"MultiProcessorCount": device.sm_count})  # type: ignore[attr-defined]
+    cuda.Device = lambda: SimpleNamespace(id=0, attributes={"MultiProcessorCount": device.sm_count})  # type: ignore[attr-defined]
     cupy.cuda = cuda  # type: ignore[attr-defined]
     # The fast path's outputs: cupy.ndarray(shape, dtype, memory[, strides]), with the
     # strides asked for (0 along an expanded axis), else in C order.

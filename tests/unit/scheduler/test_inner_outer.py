@@ -99,6 +99,9 @@ def test_a_grid_welford_keeps_its_tree():
     add = k.ParallelReduce("add", ("s",), k.Const(DataType.Int, 0), (DataType.Float,), (), ("blockIdx.x",))
     assert not make_cooperative([welford, add]) and not welford.cooperative and not add.cooperative
     assert make_cooperative([add]) and add.cooperative
+    nested = k.ParallelReduce("add", ("s",), k.Const(DataType.Int, 0), (DataType.Float,), (), ("blockIdx.x",))
+    loop = k.For(k.Var(DataType.Int, "i"), k.Const(DataType.Int, 2), k.LoopKind.serial, [nested])
+    assert not make_cooperative([loop]) and not nested.cooperative  # met twice: its barrier count would not reset
 
 
 def test_each_input_is_loaded_once_per_row():
