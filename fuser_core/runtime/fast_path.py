@@ -146,7 +146,6 @@ class PlannedLaunch:
     # alive here; the fallback adds its own when it is first packed.
     workspaces: dict[Any, Any] = field(default_factory=dict)
     kernel: FaultKernel | None = None  # how a CUDA error names this launch
-    cooperative: bool = False  # its blocks meet at a grid barrier: cuLaunchCooperativeKernel
 
 
 class FastPlan:
@@ -275,7 +274,8 @@ class FastPlan:
                 if named_log:
                     body.append(f"stage = {2 * index + 1}")
                 call = f"(function, {g[0]}, {g[1]}, {g[2]}, {b[0]}, {b[1]}, {b[2]}, {shared}, stream_ptr, address"
-                body.append(f"launch_cooperative{call})" if launch.cooperative else f"launch_kernel{call}, 0)")
+                cooperative = launch.packed.kernel.cooperative  # its blocks meet at a grid barrier
+                body.append(f"launch_cooperative{call})" if cooperative else f"launch_kernel{call}, 0)")
         results = ", ".join(
             f"a{slot}" if shape is None else f"a{slot}.reshape({shape})"
             for slot, shape in zip(self._results, self._result_shapes, strict=True)

@@ -175,6 +175,4 @@ def planned_launch(
         if kernel.vectorized and strides_ok
         else []
     )
-    planned = PlannedLaunch(function, fallback, packed, params, sources, checks, outputs, workspaces)
-    planned.cooperative = kernel.cooperative
-    return planned
+    return PlannedLaunch(function, fallback, packed, params, sources, checks, outputs, workspaces)
