@@ -90,11 +90,17 @@ class InnerOuterPersistentScheduler:
         params = grouped or params
         rows = max(1, info.numel(reference))
         per_block = params.threads_iteration * params.row_group
-        blocks = min(
-            -(-rows // per_block),
+        units = -(-rows // per_block)  # row-loop iterations of the whole grid
+        most = min(
+            units,
             max(1, params.min_blocks_per_sm) * info.device.sm_count,
             max(1, rows // (MIN_ROWS_PER_BLOCK * per_block)),
         )
+        # As few blocks as give the busiest one no more iterations than `most` blocks would:
+        # every block then runs the same count (16384 rows in pairs: 256 blocks of 32, not
+        # 261 of 32 and three idle of 264), and fewer partials are folded. H100, layer_norm_bwd:
+        # 161.1 -> 159.6 us.
+        blocks = -(-units // -(-units // most))
         # One wave: every block is resident while the others finish their rows, so the column
         # sums can wait for all at a grid barrier and fold in every block (codegen checks
         # that the kernel's registers still allow min_blocks_per_sm).

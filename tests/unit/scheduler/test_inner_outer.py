@@ -19,7 +19,7 @@ from fuser_core.runtime.arguments import convert_inputs
 from fuser_core.runtime.group_lowering import lowered_groups
 from fuser_core.scheduler.base import SchedulerType
 from fuser_core.scheduler.group_view import GroupView
-from fuser_core.scheduler.inner_outer import InnerOuterPersistentScheduler
+from fuser_core.scheduler.inner_outer import MIN_ROWS_PER_BLOCK, InnerOuterPersistentScheduler
 from fuser_core.scheduler.registry import verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
@@ -178,4 +178,33 @@ def test_its_row_blocks_follow_the_target_occupancy_not_the_raised_one():
     runtime = _runtime(fd, _layer_norm_backward_inputs(rows=8192, width=1536))
     (group,) = runtime.segmented.groups
     assert group.scheduler == SchedulerType.inner_outer_persistent
-    assert (group.params.min_blocks_per_sm, group.params.row_blocks) == (5, 660)
+    # 5 x 132 = 660 blocks at most; 8192 rows over 660 is 13 rows for the busiest block,
+    # and 631 blocks of 13 (the last with 2) take no longer
+    assert (group.params.min_blocks_per_sm, group.params.row_blocks) == (5, 631)
+
+
+def test_its_row_blocks_balance_the_rows():
+    """As few blocks as give the busiest one no more row-loop iterations than the most the
+    wave holds would (bf16 layer_norm_bwd's 16384 rows in pairs: 256 blocks of 32 pairs, not
+    264 blocks of 63 rows, each 32 iterations with the last half empty, three blocks idle).
+    Float rows of 4096, one a block iteration: 63 rows for the busiest of 264 blocks, so
+    261 blocks of 63 (the last with 4)."""
+    fd = _definition(layer_norm_backward)
+    runtime = _runtime(fd, _layer_norm_backward_inputs(rows=16384, width=4096))
+    (group,) = runtime.segmented.groups
+    p = group.params
+    assert (p.min_blocks_per_sm, p.row_group, p.row_blocks, p.cooperative_grid) == (2, 1, 261, True)
+    for rows in (16384, 16000, 9000, 4000):
+        runtime = _runtime(fd, _layer_norm_backward_inputs(rows=rows, width=4096))
+        (group,) = runtime.segmented.groups
+        p = group.params
+        per_block = p.threads_iteration * p.row_group
+        units = _ceil_div(rows, per_block)
+        most = min(units, p.min_blocks_per_sm * 132, rows // (MIN_ROWS_PER_BLOCK * per_block))
+        iterations = _ceil_div(_ceil_div(rows, p.row_blocks), per_block)  # the busiest block's
+        assert p.row_blocks <= most and iterations == _ceil_div(units, most)
+        assert p.row_blocks == 1 or _ceil_div(_ceil_div(rows, p.row_blocks - 1), per_block) > iterations
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
