@@ -21,7 +21,8 @@ def test_layer_norm_backward_checks_each_row_once_and_no_column():
     ones run past N (checked); a block's rows grouped in twos (row_group) may run past its
     share by one, an odd one (checked, against that share); the split by threadIdx.y (1)
     and the row's split by the vector width (8 divides 1024) cannot run past (not
-    checked). 2,000 rows over 264 blocks leave most of the last blocks' rows out of range."""
+    checked). The kernel takes N at run time, so the checks stay where 2,000 rows happen to
+    fill 125 blocks of 16 (row_blocks is a schedule constant; N is not)."""
     script = (SAMPLES_DIR / "layer_norm_bwd.py").read_text().replace("16384", "2000").replace("4096", "1024")
     cuda, runtime, inputs = kernel_text(script)
     conditions = _conditions(cuda)
