@@ -101,10 +101,11 @@ class InnerOuterPersistentScheduler:
         # 261 of 32 and three idle of 264), and fewer partials are folded. H100, layer_norm_bwd:
         # 161.1 -> 159.6 us.
         blocks = -(-units // -(-units // most))
-        # One wave: every block is resident while the others finish their rows, so the column
-        # sums can wait for all at a grid barrier and fold in every block (codegen checks
-        # that the kernel's registers still allow min_blocks_per_sm).
-        cooperative = info.cooperative_grid and 0 < blocks <= params.min_blocks_per_sm * info.device.sm_count
+        # One wave (blocks <= most, at most min_blocks_per_sm an SM): every block is resident
+        # while the others finish their rows, so the column sums can wait for all at a grid
+        # barrier and fold in every block (codegen checks that the kernel's registers still
+        # allow min_blocks_per_sm). Without a register target the wave is not known.
+        cooperative = info.cooperative_grid and params.min_blocks_per_sm > 0
         return dataclasses.replace(params, scheduler=self.type, row_blocks=blocks, cooperative_grid=cooperative)
 
     def schedule(self, fusion: Fusion, params: HeuristicParams) -> ScheduleRecord:
