@@ -351,7 +351,7 @@ __device__ __forceinline__ void gridStore(const T* values, T* work) {
 }
 
 // Blocks combine in a two-level tree, so that no block reads every block's partials
-// (an inner-outer kernel's wave of 264 blocks x 4096 columns: about 8 MiB for one
+// (an inner-outer kernel's wave of 256 blocks x 4096 columns: about 8 MiB for one
 // block). The blocks of a segment form groups of `fan` consecutive ranks; the last of a
 // group to arrive folds its group's partials into the slots of the group's first rank,
 // then arrives at the segment's top count; the last of those combines the groups' slots.
