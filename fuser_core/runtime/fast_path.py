@@ -175,17 +175,18 @@ class FastPlan:
         kernel's output), else None; `inputs`: the call's arguments the plan is made for
         (each tensor's framework says how a replay reads its pointer); `launch_kernel` and
         `launch_cooperative`: CuPy's cuLaunchKernel and cuLaunchCooperativeKernel unless
-        given (tests)."""
+        given (tests), each on its own: a cooperative kernel never launches through None."""
         self.launches = launches
         self.log = log
         self._kernels = tuple(launch.kernel for launch in launches if launch.kernel is not None and _launched(launch))
         self.torch_out = torch_out
         self.device = device
         self.fell_back: list[int] = []  # launches of the last call that took the scalar fallback
-        if launch_kernel is None:
+        cooperative = any(launch.packed.kernel.cooperative for launch in launches if _launched(launch))
+        if launch_kernel is None or (launch_cooperative is None and cooperative):
             from cupy.cuda import driver  # the plan exists only where CuPy runs kernels
 
-            launch_kernel = driver.launchKernel
+            launch_kernel = launch_kernel or driver.launchKernel
             launch_cooperative = launch_cooperative or driver.launchCooperativeKernel
         self._launch_kernel = launch_kernel
         self._launch_cooperative = launch_cooperative

@@ -17,6 +17,7 @@ from fake_cuda import FakeCudaBackend, interpreted_device, on_device
 
 from fuser_core import FuserError, FusionDefinition, FusionExecutorCache, use_options
 from fuser_core.runtime import packed_args
+from fuser_core.runtime.fast_path import FastPlan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
 from test_grouped_reductions import _layer_norm_backward_inputs, layer_norm_backward
@@ -89,3 +90,20 @@ def test_a_gpu_that_cannot_hold_every_block_refuses_before_launching(device, inp
         cache.run([on_device(device, x) for x in inputs])
     assert err.value.tensor == KERNEL and "cooperative_grid" in str(err.value)
     assert device.launched() == []
+
+
+def test_a_plan_given_only_a_plain_launcher_still_launches_cooperatively(device, inputs):
+    """The fast plan's launchers default each on its own: given only `launch_kernel` (a
+    test's), a cooperative kernel still goes through CuPy's cuLaunchCooperativeKernel."""
+    cache = _cache()
+    on_gpu = [on_device(device, x) for x in inputs]
+    cache.run(on_gpu)
+    cache.run(on_gpu)
+    found = cache.fast_hit(on_gpu)
+    assert found is not None
+    plan = found[0]
+    plain = []
+    replay = FastPlan(plan.launches, [], False, plan.device, None, on_gpu, launch_kernel=lambda *a: plain.append(a))
+    before = len(device.cooperative)
+    assert replay.run(on_gpu, stream_ptr=0) == []
+    assert device.cooperative[before:] == [KERNEL] and plain == []
