@@ -100,7 +100,8 @@ class InnerOuterPersistentScheduler:
         # every block then runs the same count (16384 rows in pairs: 256 blocks of 32, not
         # 261 of 32 and three idle of 264), and fewer partials are folded. H100, layer_norm_bwd:
         # 161.1 -> 159.6 us.
-        blocks = -(-units // -(-units // most))
+        busiest = -(-units // most)  # iterations of the busiest block at `most` blocks
+        blocks = -(-units // busiest)
         # One wave (blocks <= most, at most min_blocks_per_sm an SM): every block is resident
         # while the others finish their rows, so the column sums can wait for all at a grid
         # barrier and fold in every block (codegen checks that the kernel's registers still
