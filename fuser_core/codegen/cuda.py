@@ -186,7 +186,8 @@ class _Printer:
         elif isinstance(stmt, k.VectorCopy):
             dst = f"&{stmt.dst}[{expr(stmt.dst_index)}]"
             src = f"&{stmt.src}[{expr(stmt.src_index)}]"
-            self.emit(depth, f"vectorCopy<{ctype(stmt.dtype)}, {stmt.width}>({dst}, {src});")
+            copy = "vectorStoreStreaming" if stmt.streaming else "vectorCopy"
+            self.emit(depth, f"{copy}<{ctype(stmt.dtype)}, {stmt.width}>({dst}, {src});")
         elif isinstance(stmt, k.Sync):
             self.emit(depth, "__syncthreads();")
         elif isinstance(stmt, k.ParallelReduce):

@@ -180,6 +180,7 @@ class VectorCopy(Stmt):
     src_index: Node
     width: int
     dtype: DataType
+    streaming: bool = False  # a store to global memory marked evict-first (`st.global.cs`)
 
 
 @dataclass
@@ -454,7 +455,7 @@ def _stmts(stmts: list[Stmt], depth: int, lines: list[str]) -> None:
         elif isinstance(stmt, VectorCopy):
             lines.append(
                 f"{pad}VECTOR x{stmt.width} {stmt.dst}[{expr_text(stmt.dst_index)}] = "
-                f"{stmt.src}[{expr_text(stmt.src_index)}]"
+                f"{stmt.src}[{expr_text(stmt.src_index)}]{' (evict-first)' if stmt.streaming else ''}"
             )
         elif isinstance(stmt, Sync):
             lines.append(f"{pad}SYNC threads")

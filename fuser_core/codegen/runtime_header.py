@@ -35,6 +35,22 @@ __device__ __forceinline__ void vectorCopy(T* dst, const T* src) {
   *reinterpret_cast<Vec<T, W>*>(dst) = *reinterpret_cast<const Vec<T, W>*>(src);
 }
 
+// A vector stored to global memory evict-first (st.global.cs): lines L2 should give up
+// before the rows a kernel has yet to re-read.
+template <typename T, int W>
+__device__ __forceinline__ void vectorStoreStreaming(T* dst, const T* src) {
+  constexpr int bytes = sizeof(T) * W;
+  if constexpr (bytes == 16) {
+    __stcs(reinterpret_cast<uint4*>(dst), *reinterpret_cast<const uint4*>(src));
+  } else if constexpr (bytes == 8) {
+    __stcs(reinterpret_cast<uint2*>(dst), *reinterpret_cast<const uint2*>(src));
+  } else if constexpr (bytes == 4) {
+    __stcs(reinterpret_cast<unsigned int*>(dst), *reinterpret_cast<const unsigned int*>(src));
+  } else {
+    vectorCopy<T, W>(dst, src);
+  }
+}
+
 struct alignas(2) __half { unsigned short x; };
 struct alignas(2) __bfloat { unsigned short x; };
 

@@ -33,6 +33,10 @@ class Fusion:
         # block is resident at once, so its grid reductions may wait for all of them at a grid
         # barrier (codegen then asks for a cooperative launch, which checks it).
         self.cooperative_grid = False
+        # Set by a scheduler whose kernel reads its rows again after their reductions (an
+        # inner normalization that re-reads, scheduler.rereading): its outputs are stored
+        # evict-first, so that they do not push the rows still to be re-read out of L2.
+        self.streaming_stores = False
         self._statements: list[Statement] = []
         self._counters = {"tv": 0, "id": 0, "scalar": 0, "expr": 0, "td": 0}
         self._zero: Scalar | None = None
@@ -193,6 +197,7 @@ class Fusion:
         new.user_scheduled = self.user_scheduled
         new.min_blocks_per_sm = self.min_blocks_per_sm
         new.cooperative_grid = self.cooperative_grid
+        new.streaming_stores = self.streaming_stores
         new._zero = mapping[id(self._zero)] if self._zero is not None else None
         new._one = mapping[id(self._one)] if self._one is not None else None
         return new, mapping

@@ -54,4 +54,5 @@ def test_cross_entropy_bwd_with_its_rows_in_shared_memory_matches_numpy(rows, co
         (got,) = loaded.fd.execute([_to_device(logits), _to_device(labels), _to_device(grad)])
     (group,) = loaded.fd.executor_cache.last_report.runtime.segmented.groups
     assert group.scheduler.value == "reduction" and not group.params.persistent
+    assert group.params.streaming_stores  # its output stored evict-first (vectorized where aligned)
     np.testing.assert_allclose(_host(got, DataType.BFloat16).astype(np.float64), expected, rtol=2**-7, atol=1e-6)

@@ -90,6 +90,7 @@ class Stores(Reductions):
             for copy in vector_copies(
                 name, self.global_index(tv, first.coords), staging, k.Const(INDEX, 0), vector, tv.dtype
             ):
+                copy.streaming = self.fusion.streaming_stores
                 self._emit(copy)
         self._copied_in_vectors(name, vector, tv.dtype)
 

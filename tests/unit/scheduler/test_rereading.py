@@ -232,3 +232,92 @@ def test_a_per_element_division_keeps_each_element_loaded_where_it_is_read():
     text = kernel_text(runtime)
     assert "_reread" not in text and re.search(r"= T0\[", text)
     assert check_generated_kernels(runtime, [x]) == ["kernel_g0"]
+
+
+# -- the outputs of a re-reading kernel are stored evict-first (fusion.streaming_stores) ---
+
+
+def test_a_re_reading_kernel_stores_its_outputs_evict_first_and_loads_as_before():
+    x = data([3, 1040], DataType.BFloat16)
+    runtime = runtime_of(softmax(DataType.BFloat16), x)
+    (group,) = runtime.segmented.groups
+    assert group.params.streaming_stores and ("streaming_stores", True) in group.params.shown()
+    text = kernel_text(runtime)
+    (store,) = re.findall(r"(\w+)<__bfloat, 8>\(&T\d+\[[^;]*_vec\[0\]\);", text)
+    assert store == "vectorStoreStreaming"
+    # every load of the row (the first pass and both re-reads) stays a plain vector copy
+    assert len(re.findall(r"vectorCopy<__bfloat, 8>\([^;]*&T0\[", text)) == 3
+    assert text.count("vectorStoreStreaming<") == 1
+    assert check_generated_kernels(runtime, [x]) == ["kernel_g0"]
+
+
+def test_the_kernel_ir_dump_says_which_stores_are_evict_first():
+    from fuser_core.codegen.kernel_ir import print_kernel_ir
+    from fuser_core.codegen.lower import lower_group
+
+    runtime = runtime_of(softmax(DataType.BFloat16), data([3, 1040], DataType.BFloat16))
+    (group,) = runtime.segmented.groups
+    dump = print_kernel_ir(lower_group(group.fusion, "kernel_g0", DataType.Int32))
+    (line,) = [line for line in dump.splitlines() if "(evict-first)" in line]
+    assert line.strip().startswith("VECTOR x8 T") and "_vec[0]" in line
+
+
+@pytest.mark.parametrize(
+    ("make", "shape", "disable"),
+    [
+        (softmax, [3, 512], ()),  # rows held: nothing left to re-read
+        (softmax, [3, 1040], ("rereading",)),
+        (rms_norm, [3, 2048], ()),
+    ],
+)
+def test_kernels_that_hold_their_rows_store_as_before(make, shape, disable):
+    x = data(shape, DataType.BFloat16)
+    with use_options(device_model="h100_sxm", backend="reference", disable=list(disable)):
+        runtime = make(DataType.BFloat16).runtime_for([x])
+    (group,) = runtime.segmented.groups
+    assert group.scheduler.value == "inner_persistent" and not group.params.streaming_stores
+    assert "vectorStoreStreaming<" not in kernel_text(runtime)
+
+
+def test_a_plain_reduction_stores_as_before():
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
+        fd.add_output(fd.ops.cast(fd.ops.sum(fd.ops.cast(t0, DataType.Float), dims=[1]), DataType.BFloat16))
+    runtime = runtime_of(fd, data([64, 4096], DataType.BFloat16))
+    (group,) = runtime.segmented.groups
+    assert group.scheduler.value == "reduction" and not group.params.streaming_stores
+    assert not group.fusion.streaming_stores
+
+
+def test_the_scalar_fallback_of_a_re_reading_kernel_stores_element_by_element():
+    from fuser_core.codegen.cuda import print_kernel
+    from fuser_core.codegen.lower import lower_group
+
+    runtime = runtime_of(softmax(DataType.BFloat16), data([3, 1040], DataType.BFloat16))
+    (group,) = runtime.segmented.groups
+    text = print_kernel(lower_group(group.fusion, "kernel_g0", DataType.Int32, vectorize=False))
+    assert "vectorStoreStreaming<" not in text and "vectorCopy<" not in text.split('extern "C"')[-1]
+
+
+@pytest.mark.parametrize(
+    ("ctype", "width"), [("__bfloat", 8), ("float", 4), ("float", 2), ("__half", 2), ("float", 1), ("__bfloat", 1)]
+)
+def test_the_evict_first_store_compiles_at_every_vector_size(ctype, width):
+    nvrtc = pytest.importorskip("fuser_core.runtime.nvrtc")
+    from fuser_core.codegen.cuda import translation_unit
+    from fuser_core.codegen.lower import lower_group
+
+    runtime = runtime_of(softmax(DataType.BFloat16), data([3, 1040], DataType.BFloat16))
+    (group,) = runtime.segmented.groups
+    header = translation_unit(lower_group(group.fusion, "kernel_g0", DataType.Int32)).split('extern "C"')[0]
+    source = (
+        header  # the runtime header as every kernel has it, without the softmax kernel
+        + f'extern "C" __global__ void k({ctype}* out, const {ctype}* in) {{\n'
+        + f"  {ctype} v[{width}];\n  vectorCopy<{ctype}, {width}>(v, &in[threadIdx.x * {width}]);\n"
+        + f"  vectorStoreStreaming<{ctype}, {width}>(&out[threadIdx.x * {width}], v);\n}}\n"
+    )
+    module = nvrtc.compile_program(source, ["k"], arch="sm_90")
+    bytes_ = {"__bfloat": 2, "__half": 2, "float": 4}[ctype] * width
+    # 4 to 16 bytes in one evict-first store; a lone 16-bit element as a plain one
+    assert ("st.global.cs" in module.ptx) == (bytes_ >= 4), module.ptx[-800:]
+    assert module.ptx.count("st.global") == 1, module.ptx[-800:]
