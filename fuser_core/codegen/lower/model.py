@@ -154,13 +154,16 @@ def copy_width(width: int, dtype: DataType) -> int:
 
 
 def vector_copies(
-    dst: str, dst_index: k.Node, src: str, src_index: k.Node, width: int, dtype: DataType
+    dst: str, dst_index: k.Node, src: str, src_index: k.Node, width: int, dtype: DataType, streaming: bool = False
 ) -> list[k.Stmt]:
     """`width` consecutive elements as copies of 16 bytes at most: a float tensor on the
     loops of a 16-bit one vectorized by 8 (an inner-outer kernel's float column sums beside
-    its bf16 rows) is stored as two copies of 4."""
+    its bf16 rows) is stored as two copies of 4. `streaming`: stores to global memory marked
+    evict-first."""
     step = copy_width(width, dtype)
     return [
-        k.VectorCopy(dst, add(dst_index, k.Const(INDEX, at)), src, add(src_index, k.Const(INDEX, at)), step, dtype)
+        k.VectorCopy(
+            dst, add(dst_index, k.Const(INDEX, at)), src, add(src_index, k.Const(INDEX, at)), step, dtype, streaming
+        )
         for at in range(0, width, step)
     ]

@@ -88,9 +88,14 @@ class Stores(Reductions):
             self._emit(k.Store(staging, lane, self.value_of_definition(tv, inst)))
             self.stack.pop()
             for copy in vector_copies(
-                name, self.global_index(tv, first.coords), staging, k.Const(INDEX, 0), vector, tv.dtype
+                name,
+                self.global_index(tv, first.coords),
+                staging,
+                k.Const(INDEX, 0),
+                vector,
+                tv.dtype,
+                streaming=self.fusion.streaming_stores,
             ):
-                copy.streaming = self.fusion.streaming_stores
                 self._emit(copy)
         self._copied_in_vectors(name, vector, tv.dtype)
 
