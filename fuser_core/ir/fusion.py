@@ -34,9 +34,9 @@ class Fusion:
         # barrier (codegen then asks for a cooperative launch, which checks it).
         self.cooperative_grid = False
         # Set by a scheduler whose kernel reads its rows again after their reductions (an
-        # inner normalization that re-reads, scheduler.rereading): its outputs are stored
-        # evict-first, so that they do not push the rows still to be re-read out of L2.
-        self.streaming_stores = False
+        # inner normalization that re-reads, scheduler.rereading): the outputs (by name) it
+        # stores evict-first, so that they do not push the rows still to be re-read out of L2.
+        self.streaming_stores: frozenset[int] = frozenset()
         self._statements: list[Statement] = []
         self._counters = {"tv": 0, "id": 0, "scalar": 0, "expr": 0, "td": 0}
         self._zero: Scalar | None = None

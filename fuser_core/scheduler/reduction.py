@@ -118,9 +118,10 @@ class ReductionParams(HeuristicParams):
     # Asked of codegen, which keeps the tree where the kernel's registers do not allow the
     # blocks per SM the wave assumed (the kernel_ir dump says which it did).
     cooperative_grid: bool = False
-    # An inner normalization that re-reads its row after the reduction (rereading): its
-    # vectorized outputs are stored evict-first (`st.global.cs`), keeping L2 for the rows.
-    streaming_stores: bool = False
+    # An inner normalization that re-reads its row after the reduction (rereading): the
+    # outputs (by name) it stores evict-first (`st.global.cs`, vectorized stores), keeping L2
+    # for the rows. Those that no later kernel reads: a reader would want them in L2.
+    streaming_stores: tuple[int, ...] = ()
 
     def shown(self) -> list[tuple[str, object]]:
         """Every parameter; the inner persistent ones only for an inner persistent kernel,
@@ -258,9 +259,9 @@ class ReductionScheduler:
             )
         if inner:
             params = self._inner_params(group, info, reference, rows, length, vectorize, grid)
-            # cross_entropy_bwd's rows of 50,257: 258.4 -> 254.8 us on the H100 (RESULTS,
+            # cross_entropy_bwd's rows of 32,064: 256.4 -> 253.1 us on the H100 (RESULTS,
             # twenty-fourth part); a pointwise kernel's streaming stores lost 9% (sixteenth).
-            return replace(params, streaming_stores=normalization)
+            return replace(params, streaming_stores=_final_outputs(group) if normalization else ())
         return self._outer_params(group, info, reference, rows, length, vectorize, grid)
 
     def _inner_params(
@@ -318,7 +319,7 @@ class ReductionScheduler:
         sums_of = translate_welfords(fusion) if params.welford_translated else {}
         caches = common.cache_io(fusion)
         fusion.min_blocks_per_sm = params.min_blocks_per_sm
-        fusion.streaming_stores = params.streaming_stores
+        fusion.streaming_stores = frozenset(params.streaming_stores)
         reference = sums_of.get(params.reference) or _reduction_tensor(common.tensor_named(fusion, params.reference))
         sources = {cache.name: cache.definition.inputs[0] for cache in caches.inputs}  # type: ignore[union-attr]
         # (before the reference is transformed and rfactored: its logical axes are the group's)
@@ -769,6 +770,12 @@ def _buffer_bytes_per_row(group: GroupView, info: RuntimeInfo, buffers: list[Ten
     for tv in persistent_buffers(group) if buffers is None else buffers:
         total += info.numel(tv) // rows * tv.dtype.itemsize
     return total
+
+
+def _final_outputs(group: GroupView) -> tuple[int, ...]:
+    """The group's outputs (by name) that no other kernel reads: fusion outputs only."""
+    members = {id(expr) for expr in group.exprs}
+    return tuple(tv.name for tv in group.outputs if all(id(use) in members for use in tv.uses))
 
 
 def _vector_width(

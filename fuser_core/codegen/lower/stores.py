@@ -94,7 +94,7 @@ class Stores(Reductions):
                 k.Const(INDEX, 0),
                 vector,
                 tv.dtype,
-                streaming=self.fusion.streaming_stores,
+                streaming=tv.name in self.fusion.streaming_stores,
             ):
                 self._emit(copy)
         self._copied_in_vectors(name, vector, tv.dtype)

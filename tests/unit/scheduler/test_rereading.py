@@ -241,7 +241,9 @@ def test_a_re_reading_kernel_stores_its_outputs_evict_first_and_loads_as_before(
     x = data([3, 1040], DataType.BFloat16)
     runtime = runtime_of(softmax(DataType.BFloat16), x)
     (group,) = runtime.segmented.groups
-    assert group.params.streaming_stores and ("streaming_stores", True) in group.params.shown()
+    (output,) = runtime.segmented.complete.outputs
+    assert group.params.streaming_stores == (output.name,)
+    assert ("streaming_stores", (output.name,)) in group.params.shown()
     text = kernel_text(runtime)
     (store,) = re.findall(r"(\w+)<__bfloat, 8>\(&T\d+\[[^;]*_vec\[0\]\);", text)
     assert store == "vectorStoreStreaming"
@@ -287,6 +289,51 @@ def test_a_plain_reduction_stores_as_before():
     (group,) = runtime.segmented.groups
     assert group.scheduler.value == "reduction" and not group.params.streaming_stores
     assert not group.fusion.streaming_stores
+
+
+def test_an_output_another_kernel_reads_is_stored_as_before():
+    """A softmax returned and also read by the next kernel (across a segment_set): what
+    that kernel reads is stored as before (it would want it in L2); the fusion outputs
+    that nothing after reads (the softmax and x - max) are stored evict-first."""
+    from fuser_core.codegen.cuda import print_kernel
+    from fuser_core.codegen.lower import lower_group
+
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
+        x = fd.ops.cast(t0, DataType.Float)
+        m = fd.ops.max(x, dims=[1], keepdim=True)
+        e = fd.ops.exp(fd.ops.sub(x, m))
+        p = fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)), DataType.BFloat16)
+        fd.add_output(p)
+        fd.add_output(fd.ops.cast(fd.ops.sub(x, m), DataType.BFloat16))
+        fd.add_output(fd.ops.mul(fd.ops.segment_set(p), p))
+    runtime = runtime_of(fd, data([3, 1040], DataType.BFloat16))
+    first, second = runtime.segmented.groups
+    assert (first.scheduler.value, second.scheduler.value) == ("reduction", "pointwise")
+    read_later = {tv.name for tv in second.fusion.inputs}
+    returned = {tv.name for tv in runtime.segmented.complete.outputs[:2]}
+    written = {tv.name for tv in first.fusion.outputs}
+    assert read_later and read_later <= written and returned <= written
+    assert set(first.params.streaming_stores) == returned
+    text = print_kernel(lower_group(first.fusion, "kernel_g0", DataType.Int32))
+    stores = dict((int(t), how) for how, t in re.findall(r"(\w+)<\w+, \d>\(&T(\d+)\[[^;]*_vec\[0\]\);", text))
+    assert stores == {**dict.fromkeys(read_later, "vectorCopy"), **dict.fromkeys(returned, "vectorStoreStreaming")}
+
+
+def test_the_kernel_choices_re_reading_candidate_stores_evict_first_too():
+    runtime = runtime_of(softmax(DataType.BFloat16), data([4, 512], DataType.BFloat16), ("kernel_choice",))
+    (group,) = runtime.segmented.groups
+    assert group.scheduler.value == "inner_persistent" and not group.params.streaming_stores
+    labels = {c.label: c for c in group.candidates}
+    rereading = labels["non-persistent"]
+    assert rereading.params.streaming_stores == (runtime.segmented.complete.outputs[0].name,)
+
+
+def test_a_clone_of_a_scheduled_fusion_keeps_its_evict_first_outputs():
+    runtime = runtime_of(softmax(DataType.BFloat16), data([3, 1040], DataType.BFloat16))
+    (group,) = runtime.segmented.groups
+    clone, _ = group.fusion.clone()
+    assert clone.streaming_stores == group.fusion.streaming_stores != frozenset()
 
 
 def test_the_scalar_fallback_of_a_re_reading_kernel_stores_element_by_element():
