@@ -457,20 +457,18 @@ def print_kernel(kernel: k.Kernel) -> str:
     return "\n".join(printer.lines) + "\n"
 
 
-def index_typedef(kernel: k.Kernel) -> str:
+def runtime_prelude(index_type: DataType) -> str:
+    """What every kernel's translation unit starts with: integer types, the index type and
+    the runtime header (not the RNG's, which only kernels that draw numbers include)."""
+    index = "int" if index_type == DataType.Int32 else "long long int"
     return (
-        "typedef int nvfuser_index_t;"
-        if kernel.index_type == DataType.Int32
-        else "typedef long long int nvfuser_index_t;"
+        "#ifdef __CUDACC_RTC__\ntypedef long long int int64_t;\ntypedef unsigned long long int uint64_t;\n"
+        f"#else\n#include <cstdint>\n#endif\ntypedef {index} nvfuser_index_t;\n{RUNTIME_HEADER}"
     )
 
 
 def translation_unit(kernel: k.Kernel) -> str:
     """Everything NVRTC (or nvcc) compiles: the `cuda_full` dump."""
-    prelude = (
-        "#ifdef __CUDACC_RTC__\ntypedef long long int int64_t;\ntypedef unsigned long long int uint64_t;\n"
-        "#else\n#include <cstdint>\n#endif\n"
-    )
     body = print_kernel(kernel)
     rng = RNG_HEADER if "fuser_rng_" in body else ""
-    return f"{prelude}{index_typedef(kernel)}\n{RUNTIME_HEADER}{rng}\n{body}"
+    return f"{runtime_prelude(kernel.index_type)}{rng}\n{body}"
