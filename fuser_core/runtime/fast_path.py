@@ -190,11 +190,20 @@ class FastPlan:
             launch_cooperative = launch_cooperative or driver.launchCooperativeKernel
         self._launch_kernel = launch_kernel
         self._launch_cooperative = launch_cooperative
+        # Torch's own lower-overhead allocator (what Inductor's generated code calls; about
+        # 2 us under torch.empty_strided's, a cache hit's largest cost with torch inputs)
+        # allocates on the current device: a replay takes it only while that is the plan's.
+        self._torch_fast_empty: Any = None
         if torch_out:
             torch = sys.modules["torch"]
             self._torch_empty = torch.empty_strided
             self.torch_device = torch.device("cuda", torch.cuda.current_device())
             self._torch_dtypes = {d: getattr(torch, name) for d, name in _TORCH_DTYPES.items()}
+            guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+            self._torch_fast_empty = getattr(guards, "_empty_strided_cuda", None)
+            self._torch_get_device = getattr(torch._C, "_cuda_getDevice", None)
+            if self._torch_get_device is None:
+                self._torch_fast_empty = None
         # The replay names pointers by slot (its local p<slot>): the inputs' by position,
         # read as their framework says, then each output's as it is allocated; each
         # launch reads its tensor arguments by slot.
@@ -223,9 +232,16 @@ class FastPlan:
         lines, names = self._replay_source()
         self.source = "\n".join(lines)  # what `run` does, for a reader
         self.run = generated("run", self.source, names)
+        if self._torch_fast_empty is not None:
+            self._run_elsewhere = self.run  # torch.empty_strided, on the plan's device
+            lines, names = self._replay_source(fast_torch_empty=True)
+            self.source = "\n".join(lines)
+            self.run = generated("run", self.source, names)
 
-    def _replay_source(self) -> tuple[list[str], dict[str, Any]]:
-        """The source of `run` and the objects it names.
+    def _replay_source(self, fast_torch_empty: bool = False) -> tuple[list[str], dict[str, Any]]:
+        """The source of `run` and the objects it names; with `fast_torch_empty`, torch
+        outputs come from torch's lower-overhead allocator, and a call made while another
+        device is current goes to the replay without it.
 
         Per launch, in order: allocate its outputs and read their pointers, pick the
         vectorized kernel or (a pointer misaligned for its vector width) the scalar
@@ -240,6 +256,12 @@ class FastPlan:
         named_log = self.log is not None
         can_fall_back = any(launch.checks for launch in self.launches)  # else fell_back stays []
         head = ["def run(inputs, stream_ptr):"]
+        if fast_torch_empty:
+            names["current_device"], names["run_elsewhere"] = self._torch_get_device, self._run_elsewhere
+            head += [
+                f"    if current_device() != {int(self.torch_device.index)}:",
+                "        return run_elsewhere(inputs, stream_ptr)",
+            ]
         if can_fall_back:
             head += ["    if plan.fell_back:", "        plan.fell_back = []"]
         used = {slot for sources in self._sources for slot in sources}
@@ -254,7 +276,7 @@ class FastPlan:
             if index and named_log:
                 body.append(f"stage = {2 * index}")
             for slot, make in allocated:
-                names[f"allocate_{slot}"] = make
+                names[f"allocate_{slot}"] = self._fast_torch_allocator(make) if fast_torch_empty else make
                 call = "()" if self.torch_out else "(stream_ptr)"  # a recycled CuPy output: its stream
                 body += [f"a{slot} = allocate_{slot}{call}", f"p{slot} = a{slot}.{read}"]
             names[f"function_{index}"], names[f"address_{index}"] = launch.function.ptr, launch.packed.address
@@ -338,6 +360,17 @@ class FastPlan:
         assert self.log is not None
         kernels = self._launched_kernels(index + 1 if in_launch else index)
         return self.log.replay_failed(err, kernels, in_launch)
+
+    def _fast_torch_allocator(self, make: Any) -> Callable[[], Any]:
+        """`make` (a torch.empty_strided partial) through torch's lower-overhead allocator,
+        which takes the shape, strides and dtype as tuples and positionally."""
+        shape, strides = make.args
+        return functools.partial(
+            self._torch_fast_empty,
+            tuple(int(n) for n in shape),
+            tuple(int(n) for n in strides),
+            make.keywords["dtype"],
+        )
 
     def _allocator(self, out: PlannedOutput) -> Callable[..., Any]:
         """What allocates `out` at each replay, everything but the allocation worked out now:

@@ -361,3 +361,70 @@ def test_an_executor_keeps_the_outputs_of_its_last_plan_only(dense, device):
     assert allocations(device) == made + 1
     dense.run([small])
     assert allocations(device) == made + 1  # and keeps the new one
+
+
+# -- torch outputs: torch's lower-overhead allocator on the plan's device ----------------------
+
+
+class _TorchOut:
+    """A torch output as the replay uses it: its data pointer (aligned), then returned."""
+
+    __module__ = "torch"
+
+    def __init__(self, how, args, kwargs) -> None:
+        self.how, self.args, self.kwargs = how, args, kwargs
+
+    def data_ptr(self):
+        return 0x2000
+
+
+def _fake_torch(current: list[int], calls: list[_TorchOut], fast: bool) -> SimpleNamespace:
+    def allocator(how):
+        def allocate(*args, **kwargs):
+            calls.append(_TorchOut(how, args, kwargs))
+            return calls[-1]
+
+        return allocate
+
+    guards = SimpleNamespace(_empty_strided_cuda=allocator("fast")) if fast else SimpleNamespace()
+    dtypes = {name: f"torch.{name}" for name in fast_path._TORCH_DTYPES.values()}
+    return SimpleNamespace(
+        empty_strided=allocator("empty_strided"),
+        device=lambda kind, index: SimpleNamespace(type=kind, index=index),
+        cuda=SimpleNamespace(current_device=lambda: current[0]),
+        _C=SimpleNamespace(_dynamo=SimpleNamespace(guards=guards), _cuda_getDevice=lambda: current[0]),
+        **dtypes,
+    )
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_torch_outputs_come_from_the_fast_allocator_while_the_plans_device_is_current(cache, device, monkeypatch, fast):
+    """Inductor's `_empty_strided_cuda` allocates on the current device: a replay takes it
+    (shape, strides and dtype positionally, as tuples) while the plan's device is current,
+    and torch.empty_strided on the plan's device otherwise, or where torch lacks it."""
+    x = device_array(device)
+    cache.run([x])
+    cache.run([x])
+    found = cache.fast_hit([x])
+    assert found is not None
+    current, calls = [1], []
+    monkeypatch.setitem(__import__("sys").modules, "torch", _fake_torch(current, calls, fast))
+    launched = []
+    plan = fast_path.FastPlan(
+        found[0].launches, [found[0].launches[0].outputs[0].name], True, found[0].device, None,
+        [TorchLike((8, 64), (64, 1), device=1)], launch_kernel=lambda *a: launched.append(a),
+    )  # fmt: skip
+    (out,) = plan.run([TorchLike((8, 64), (64, 1), device=1)], 0)
+    current[0] = 0  # another device is current now
+    (elsewhere,) = plan.run([TorchLike((8, 64), (64, 1), device=1)], 0)
+    assert len(launched) == 2 and out is calls[0] and elsewhere is calls[1]
+    planned = found[0].launches[0].outputs[0]
+    if fast:
+        assert (out.how, out.args, out.kwargs) == ("fast", (planned.shape, planned.strides, "torch.float32"), {})
+        assert all(type(n) is int for n in (*out.args[0], *out.args[1]))
+        assert "current_device()" in plan.source
+    else:
+        assert out.how == "empty_strided" and "current_device()" not in plan.source
+    # on another device: torch.empty_strided on the plan's device (1), not the current one
+    assert elsewhere.how == "empty_strided" and elsewhere.kwargs["device"].index == 1
+    assert elsewhere.args == (planned.shape, planned.strides) and elsewhere.kwargs["dtype"] == "torch.float32"
