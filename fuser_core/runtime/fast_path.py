@@ -199,9 +199,13 @@ class FastPlan:
             self._torch_empty = torch.empty_strided
             self.torch_device = torch.device("cuda", torch.cuda.current_device())
             self._torch_dtypes = {d: getattr(torch, name) for d, name in _TORCH_DTYPES.items()}
-            guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+            # It skips what torch.empty_strided's dispatch adds: a TorchDispatchMode, the
+            # profiler's aten::empty_strided event, and under deterministic algorithms the
+            # fill of uninitialized memory (every output element is written by a kernel).
+            internals = getattr(torch, "_C", None)
+            guards = getattr(getattr(internals, "_dynamo", None), "guards", None)
             self._torch_fast_empty = getattr(guards, "_empty_strided_cuda", None)
-            self._torch_get_device = getattr(torch._C, "_cuda_getDevice", None)
+            self._torch_get_device = getattr(internals, "_cuda_getDevice", None)
             if self._torch_get_device is None:
                 self._torch_fast_empty = None
         # The replay names pointers by slot (its local p<slot>): the inputs' by position,
@@ -232,8 +236,10 @@ class FastPlan:
         lines, names = self._replay_source()
         self.source = "\n".join(lines)  # what `run` does, for a reader
         self.run = generated("run", self.source, names)
+        self.source_elsewhere = ""  # with the fast torch allocator: the replay it falls back to
         if self._torch_fast_empty is not None:
             self._run_elsewhere = self.run  # torch.empty_strided, on the plan's device
+            self.source_elsewhere = self.source
             lines, names = self._replay_source(fast_torch_empty=True)
             self.source = "\n".join(lines)
             self.run = generated("run", self.source, names)

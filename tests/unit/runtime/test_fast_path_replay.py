@@ -410,21 +410,27 @@ def test_torch_outputs_come_from_the_fast_allocator_while_the_plans_device_is_cu
     current, calls = [1], []
     monkeypatch.setitem(__import__("sys").modules, "torch", _fake_torch(current, calls, fast))
     launched = []
+    # extents as the plan may hold them (NumPy integers): the fast allocator takes Python ints
+    (planned,) = found[0].launches[0].outputs
+    planned.shape, planned.strides = (
+        tuple(np.int64(n) for n in planned.shape),
+        tuple(np.int64(n) for n in planned.strides),
+    )
     plan = fast_path.FastPlan(
-        found[0].launches, [found[0].launches[0].outputs[0].name], True, found[0].device, None,
+        found[0].launches, [planned.name], True, found[0].device, None,
         [TorchLike((8, 64), (64, 1), device=1)], launch_kernel=lambda *a: launched.append(a),
     )  # fmt: skip
     (out,) = plan.run([TorchLike((8, 64), (64, 1), device=1)], 0)
     current[0] = 0  # another device is current now
     (elsewhere,) = plan.run([TorchLike((8, 64), (64, 1), device=1)], 0)
     assert len(launched) == 2 and out is calls[0] and elsewhere is calls[1]
-    planned = found[0].launches[0].outputs[0]
     if fast:
-        assert (out.how, out.args, out.kwargs) == ("fast", (planned.shape, planned.strides, "torch.float32"), {})
+        ints = (tuple(map(int, planned.shape)), tuple(map(int, planned.strides)))
+        assert (out.how, out.args, out.kwargs) == ("fast", (*ints, "torch.float32"), {})
         assert all(type(n) is int for n in (*out.args[0], *out.args[1]))
-        assert "current_device()" in plan.source
+        assert "current_device()" in plan.source and "current_device()" not in plan.source_elsewhere
     else:
-        assert out.how == "empty_strided" and "current_device()" not in plan.source
+        assert out.how == "empty_strided" and "current_device()" not in plan.source and not plan.source_elsewhere
     # on another device: torch.empty_strided on the plan's device (1), not the current one
     assert elsewhere.how == "empty_strided" and elsewhere.kwargs["device"].index == 1
     assert elsewhere.args == (planned.shape, planned.strides) and elsewhere.kwargs["dtype"] == "torch.float32"
