@@ -190,9 +190,10 @@ class FastPlan:
             launch_cooperative = launch_cooperative or driver.launchCooperativeKernel
         self._launch_kernel = launch_kernel
         self._launch_cooperative = launch_cooperative
-        # Torch's own lower-overhead allocator (what Inductor's generated code calls; about
-        # 2 us under torch.empty_strided's, a cache hit's largest cost with torch inputs)
-        # allocates on the current device: a replay takes it only while that is the plan's.
+        # Torch's own lower-overhead allocator (what Inductor's generated code calls: 1.0 us a
+        # call on an H100's host, where torch.empty_strided takes 2.1, a cache hit's largest
+        # cost with torch inputs) allocates on the current device: a replay takes it only
+        # while that is the plan's.
         self._torch_fast_empty: Any = None
         if torch_out:
             torch = sys.modules["torch"]
