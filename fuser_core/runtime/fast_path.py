@@ -205,10 +205,9 @@ class FastPlan:
             # fill of uninitialized memory (every output element is written by a kernel).
             internals = getattr(torch, "_C", None)
             guards = getattr(getattr(internals, "_dynamo", None), "guards", None)
-            self._torch_fast_empty = getattr(guards, "_empty_strided_cuda", None)
             self._torch_get_device = getattr(internals, "_cuda_getDevice", None)
-            if self._torch_get_device is None:
-                self._torch_fast_empty = None
+            if self._torch_get_device is not None:
+                self._torch_fast_empty = getattr(guards, "_empty_strided_cuda", None)
         # The replay names pointers by slot (its local p<slot>): the inputs' by position,
         # read as their framework says, then each output's as it is allocated; each
         # launch reads its tensor arguments by slot.
@@ -224,12 +223,13 @@ class FastPlan:
         else:
             self.final = "cupy" in self._input_kinds
         slot_of = {("input", p): p for p in range(len(inputs))}
-        self._outputs: list[list[tuple[int, Any]]] = []  # per launch: (slot, allocator) of each output
+        # per launch: (slot, planned output, allocator) of each output
+        self._outputs: list[list[tuple[int, PlannedOutput, Any]]] = []
         for launch in launches:
             allocated = []
             for out in launch.outputs:
                 slot_of[("tensor", out.name)] = len(slot_of)
-                allocated.append((slot_of[("tensor", out.name)], self._allocator(out)))
+                allocated.append((slot_of[("tensor", out.name)], out, self._allocator(out)))
             self._outputs.append(allocated)
         self._sources = [[slot_of[source] for source in launch.sources] for launch in launches]
         self._results = [slot_of[("tensor", name)] for name in results]
@@ -282,8 +282,8 @@ class FastPlan:
         ):
             if index and named_log:
                 body.append(f"stage = {2 * index}")
-            for slot, make in allocated:
-                names[f"allocate_{slot}"] = self._fast_torch_allocator(make) if fast_torch_empty else make
+            for slot, out, make in allocated:
+                names[f"allocate_{slot}"] = self._allocator(out, fast_torch_empty=True) if fast_torch_empty else make
                 call = "()" if self.torch_out else "(stream_ptr)"  # a recycled CuPy output: its stream
                 body += [f"a{slot} = allocate_{slot}{call}", f"p{slot} = a{slot}.{read}"]
             names[f"function_{index}"], names[f"address_{index}"] = launch.function.ptr, launch.packed.address
@@ -332,7 +332,7 @@ class FastPlan:
     def release_outputs(self) -> None:
         """Let the outputs kept for recycling go: another plan is replayed now."""
         for allocated in self._outputs:
-            for _, make in allocated:
+            for _, _, make in allocated:
                 if isinstance(make, RecycledOutput):
                     make.release()
 
@@ -368,21 +368,18 @@ class FastPlan:
         kernels = self._launched_kernels(index + 1 if in_launch else index)
         return self.log.replay_failed(err, kernels, in_launch)
 
-    def _fast_torch_allocator(self, make: Any) -> Callable[[], Any]:
-        """`make` (a torch.empty_strided partial) through torch's lower-overhead allocator,
-        which takes the shape, strides and dtype as tuples and positionally."""
-        shape, strides = make.args
-        return functools.partial(
-            self._torch_fast_empty,
-            tuple(int(n) for n in shape),
-            tuple(int(n) for n in strides),
-            make.keywords["dtype"],
-        )
-
-    def _allocator(self, out: PlannedOutput) -> Callable[..., Any]:
+    def _allocator(self, out: PlannedOutput, fast_torch_empty: bool = False) -> Callable[..., Any]:
         """What allocates `out` at each replay, everything but the allocation worked out now:
-        a torch tensor (called with nothing), or a CuPy array, recycled where the caller
-        dropped the last one (called with the stream: RecycledOutput)."""
+        a torch tensor (called with nothing; with `fast_torch_empty`, from torch's
+        lower-overhead allocator on the current device), or a CuPy array, recycled where the
+        caller dropped the last one (called with the stream: RecycledOutput)."""
+        if self.torch_out and fast_torch_empty:  # shape, strides (Python ints) and dtype, positionally
+            return functools.partial(
+                self._torch_fast_empty,
+                tuple(int(n) for n in out.shape),
+                tuple(int(n) for n in out.strides),
+                self._torch_dtypes[out.dtype],
+            )
         if self.torch_out:
             return functools.partial(
                 self._torch_empty,
