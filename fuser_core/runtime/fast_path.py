@@ -373,14 +373,14 @@ class FastPlan:
         a torch tensor (called with nothing; with `fast_torch_empty`, from torch's
         lower-overhead allocator on the current device), or a CuPy array, recycled where the
         caller dropped the last one (called with the stream: RecycledOutput)."""
-        if self.torch_out and fast_torch_empty:  # shape, strides (Python ints) and dtype, positionally
-            return functools.partial(
-                self._torch_fast_empty,
-                tuple(int(n) for n in out.shape),
-                tuple(int(n) for n in out.strides),
-                self._torch_dtypes[out.dtype],
-            )
         if self.torch_out:
+            if fast_torch_empty:  # shape, strides (Python ints) and dtype, positionally
+                return functools.partial(
+                    self._torch_fast_empty,
+                    tuple(int(n) for n in out.shape),
+                    tuple(int(n) for n in out.strides),
+                    self._torch_dtypes[out.dtype],
+                )
             return functools.partial(
                 self._torch_empty,
                 out.shape,
